@@ -1,0 +1,54 @@
+# C build rules shared by every tool.
+#
+# A tool folder's fragment (pin/pin.mk, ...) declares programs:
+#   TOOLS   += name     shipped tools:      build/name      and build/san/name
+#   UNITS   += name     C unit tests (TAP): build/unit/name and build/san/unit/name
+#   FUZZERS += name     libFuzzer targets:  build/fuzz/name
+#   name_SRCS := ...    sources, common/ helpers named explicitly
+#   name_PKGS := ...    pkg-config packages
+#   name_LDLIBS := ...  anything else to link
+
+CC         ?= cc
+CLANG      ?= clang
+PKG_CONFIG ?= pkg-config
+
+WARN      := -Wall -Wextra -Werror -Wformat=2 -Wshadow -Wstrict-prototypes \
+             -Wmissing-prototypes -Wvla -Wno-unused-parameter
+BASE      := -std=c11 -D_GNU_SOURCE -Icommon -MMD -MP $(WARN)
+CFLAGS    ?= -O2 -g
+HARDEN    := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection \
+             -fcf-protection -fPIE
+LDHARDEN  := -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack -Wl,--as-needed
+SANFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+             -fno-omit-frame-pointer
+FUZZFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -DFUZZING
+
+pkg_libs  = $(if $(strip $(1)),$(shell $(PKG_CONFIG) --libs $(1)))
+ALL_PKGS  = $(sort $(foreach p,$(TOOLS) $(UNITS) $(FUZZERS),$($(p)_PKGS)))
+PKG_CFLAGS = $(if $(strip $(ALL_PKGS)),$(shell $(PKG_CONFIG) --cflags $(ALL_PKGS)))
+
+objs = $(patsubst %.c,$(2)/%.o,$($(1)_SRCS))
+
+# One object tree per variant.
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) $(HARDEN) $(PKG_CFLAGS) -c -o $@ $<
+$(BUILD)/san/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(SANFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BASE) $(FUZZFLAGS) $(PKG_CFLAGS) -c -o $@ $<
+
+# $(call link_rules,NAME,OUTDIR,OBJDIR,LINKER,LDFLAGS)
+define link_rule
+$(2)/$(1): $(call objs,$(1),$(3))
+	@mkdir -p $$(dir $$@)
+	$(4) $(5) -o $$@ $$^ $$(call pkg_libs,$$($(1)_PKGS)) $$($(1)_LDLIBS)
+-include $(patsubst %.o,%.d,$(call objs,$(1),$(3)))
+endef
+
+tools:     $(addprefix $(BUILD)/,$(TOOLS))
+san-tools: $(addprefix $(BUILD)/san/,$(TOOLS))
+units:     $(addprefix $(BUILD)/unit/,$(UNITS)) $(addprefix $(BUILD)/san/unit/,$(UNITS))
+fuzzers:   $(addprefix $(BUILD)/fuzz/,$(FUZZERS))

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# make deps: install everything the build and the tests need, on Debian 12
+# (bookworm) and 13 (trixie), as root. Idempotent; close to instant when
+# everything is already present.
+#
+# No archive host name appears here: on bookworm the backports suite (for
+# mkosi >= 24) is added by reusing the URI of the machine's own Debian source.
+set -euo pipefail
+
+say() { printf 'deps: %s\n' "$*" >&2; }
+die() { printf 'deps: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (apt-get install); rerun with sudo"
+. /etc/os-release
+codename=${VERSION_CODENAME:-}
+case "$codename" in
+  bookworm|trixie) ;;
+  *) die "unsupported release '${PRETTY_NAME:-unknown}': Debian 12 (bookworm) or 13 (trixie) is required" ;;
+esac
+
+# Build: C toolchain, -dev libraries found through pkg-config, fuzzers.
+pkgs_build="build-essential pkg-config clang libclang-rt-dev
+  libcurl4-openssl-dev libssl-dev libnftnl-dev libmnl-dev libsystemd-dev
+  libjansson-dev libcmocka-dev"
+# Tests and benchmarks: real clients and servers.
+pkgs_test="python3 python3-pytest python3-packaging python3-botocore
+  curl nftables iproute2 golang-go wrk nginx-light hyperfine
+  openssl procps psmisc"
+# Images: mkosi's host tools, OCI tools, the boot test.
+pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
+  skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot"
+
+# libclang-rt-dev is called libclang-rt-14-dev on bookworm.
+[ "$codename" = bookworm ] && pkgs_build=${pkgs_build/libclang-rt-dev/libclang-rt-14-dev}
+
+# node and npm (for the JS SDK's version parser): Debian's, unless the machine
+# already has a Node.js that brings its own npm (NodeSource's conflicts with
+# Debian's npm package).
+pkgs_node=""
+command -v node >/dev/null 2>&1 || pkgs_node="nodejs"
+command -v npm >/dev/null 2>&1 || pkgs_node="$pkgs_node npm"
+
+# shellcheck disable=SC2086
+want=$(printf '%s\n' $pkgs_build $pkgs_test $pkgs_image $pkgs_node)
+
+missing() {
+  local p
+  for p in $want; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
+  done
+}
+
+mkosi_ok() {
+  command -v mkosi >/dev/null 2>&1 || return 1
+  local v
+  v=$(mkosi --version 2>/dev/null | awk '{print $2}')
+  [ "${v%%.*}" -ge 24 ] 2>/dev/null
+}
+
+need=$(missing | tr '\n' ' ')
+if [ -z "${need// }" ] && mkosi_ok; then
+  exit 0
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+
+# The machine's own Debian archive URI: the first deb source whose suite is
+# the release itself (deb822 .sources or one-line sources.list).
+debian_uri() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v rel="$codename" '
+      BEGIN { RS=""; FS="\n" }
+      {
+        uri=""; suites=""; types=""
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^[ \t]*#/) continue
+          if ($i ~ /^URIs:/)   { sub(/^URIs:[ \t]*/, "", $i);   uri=$i }
+          if ($i ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", $i); suites=" " $i " " }
+          if ($i ~ /^Types:/)  { types=$i }
+        }
+        if (types ~ /deb( |$)/ && index(suites, " " rel " ")) { split(uri, u, " "); print u[1]; exit }
+      }' "$f"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk -v rel="$codename" '$1 == "deb" {
+        i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+        if ($(i+1) == rel) { print $i; exit } }' "$f"
+  done
+}
+
+backports=/etc/apt/sources.list.d/e2b-images-backports.sources
+if [ "$codename" = bookworm ] && [ ! -f "$backports" ]; then
+  uri=$(debian_uri | head -n1)
+  [ -n "$uri" ] || die "no Debian source for '$codename' in /etc/apt/sources.list*; add one, then rerun make deps"
+  say "adding bookworm-backports from the machine's Debian source"
+  cat > "$backports.tmp" <<SRC
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  mv "$backports.tmp" "$backports"
+fi
+
+say "installing: ${need:-mkosi}"
+apt-get update -qq
+# shellcheck disable=SC2086
+[ -z "${need// }" ] || apt-get install -y -qq --no-install-recommends $need
+if ! mkosi_ok; then
+  if [ "$codename" = bookworm ]; then
+    apt-get install -y -qq --no-install-recommends -t bookworm-backports mkosi systemd-container
+  else
+    apt-get install -y -qq --no-install-recommends mkosi systemd-container
+  fi
+fi
+mkosi_ok || die "mkosi >= 24 is still missing after install; check apt's sources for backports"
+say "done"
