@@ -43,11 +43,13 @@ command -v npm >/dev/null 2>&1 || pkgs_node="$pkgs_node npm"
 # shellcheck disable=SC2086
 want=$(printf '%s\n' $pkgs_build $pkgs_test $pkgs_image $pkgs_node)
 
+# One dpkg-query for the whole list keeps the all-present case fast.
 missing() {
-  local p
-  for p in $want; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-  done
+  local installed
+  # shellcheck disable=SC2086
+  installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' $want 2>/dev/null |
+    awk '$2 == "installed" { print $1 }')
+  comm -23 <(printf '%s\n' $want | sort -u) <(printf '%s\n' $installed | sort -u)
 }
 
 mkosi_ok() {
