@@ -604,7 +604,7 @@ static void check_rules(const struct guard_config *config, struct live_state *s,
 			continue;
 		if (guard_rule_expressions(s->rule[j], live, sizeof(live)) < 0)
 			snprintf(live, sizeof(live), "(unprintable)");
-		guard_finding(f, "unexpected rule (handle %llu) in chain " GUARD_TABLE " " GUARD_CHAIN ": %.160s",
+		guard_finding(f, "unexpected rule (handle %llu) in chain " GUARD_TABLE " " GUARD_CHAIN ": %.400s",
 			      (unsigned long long)nftnl_rule_get_u64(s->rule[j], NFTNL_RULE_HANDLE), live);
 	}
 	if (s->n_rules_dropped)

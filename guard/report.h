@@ -26,7 +26,7 @@ enum {
 struct guard_findings {
 	size_t n;
 	size_t dropped;
-	char item[GUARD_MAX_FINDINGS][256];
+	char item[GUARD_MAX_FINDINGS][512];
 };
 
 __attribute__((format(printf, 4, 5)))
