@@ -279,3 +279,16 @@ def test_bad_arguments(tools, args, message):
 def test_help(tools):
     cp = tools.run("envd-guard", "--help")
     assert cp.returncode == 0 and "install|check|remove" in cp.stdout
+
+
+def test_needs_only_cap_net_admin(tools, guest):
+    """What envd-guard.service grants (CapabilityBoundingSet=CAP_NET_ADMIN,
+    NoNewPrivileges=yes) is enough for every command."""
+    only = ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all,+net_admin",
+            "--no-new-privs", "--")
+    status = guest.run(guest.guest, *only, "grep", "^CapEff", "/proc/self/status", check=True).stdout
+    assert status.split()[1] == f"{1 << 12:016x}", status  # CAP_NET_ADMIN is bit 12, nothing else
+    for command in ("install", "check", "remove"):
+        cp = _in_ns(tools, guest.guest, command, prefix=only)
+        assert cp.returncode == 0, f"{command}: {cp.stderr}"
+    assert guest.nft("list", "ruleset").stdout == ""
