@@ -99,7 +99,8 @@ static int batch_init(struct batch *b)
 	return 0;
 }
 
-/* Reserves the next message slot; returns its header buffer. */
+/* Records the next message (sequence number, type, object for messages);
+ * its bytes go to mnl_nlmsg_batch_current(). NULL when the batch is full. */
 static struct batch_msg *batch_slot(struct batch *b, int msg_type, bool wants_ack, const char *object)
 {
 	struct batch_msg *m;
