@@ -15,12 +15,3 @@ guard-ruleset-test_PKGS := libnftnl libmnl
 
 FUZZERS += guard-args-fuzz
 guard-args-fuzz_SRCS := guard/args_fuzz.c guard/args.c
-
-# mk/c.mk expands the aggregate targets' prerequisites before the fragments
-# are read (immediate expansion), so name ours here too; harmless once the
-# top level defers that expansion.
-tools:     $(BUILD)/envd-guard
-san-tools: $(BUILD)/san/envd-guard
-units:     $(BUILD)/unit/guard-args-test $(BUILD)/san/unit/guard-args-test \
-           $(BUILD)/unit/guard-ruleset-test $(BUILD)/san/unit/guard-ruleset-test
-fuzzers:   $(BUILD)/fuzz/guard-args-fuzz
