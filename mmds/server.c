@@ -1015,8 +1015,14 @@ int server_add_listener(struct server *s, int fd, bool control)
 	int flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
-	return sd_event_add_io(s->event, &s->listeners[s->n_listeners++], fd, EPOLLIN, on_accept,
-			       control ? &listener_control : &listener_guest);
+	sd_event_source *src = NULL;
+	int r = sd_event_add_io(s->event, &src, fd, EPOLLIN, on_accept,
+				control ? &listener_control : &listener_guest);
+	if (r < 0)
+		return r;
+	(void)sd_event_source_set_io_fd_own(src, true);
+	s->listeners[s->n_listeners++] = src;
+	return 0;
 }
 
 void server_done(struct server *s)
