@@ -4,7 +4,10 @@
 # wrk on loopback, GET / with a valid MMDS token header and Accept:
 # application/json, keep-alive (wrk's default). Fairness: mmds-serve is
 # single-threaded, so nginx runs one worker (worker_processes 1), access log
-# off, sendfile on: each server gets one core, wrk the other. Both listen on
+# off, sendfile on; with BENCH_PIN=1 both servers are pinned to CPU 1 and wrk
+# to CPU 0 (off by default: on a shared machine pinning starves both). The
+# two are measured in alternating rounds and the medians compared, so a load
+# burst from elsewhere on the machine does not land on one side only. Both listen on
 # their own 127.0.0.x address in the root namespace on an ephemeral port.
 # Prints req/s and p99 ratios (mmds-serve / nginx) and mmds-serve's peak
 # RSS (VmHWM) under the load. Targets: >= 1.0x throughput, p99 <= nginx's,
@@ -13,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
-DURATION=${BENCH_DURATION:-10s}
+DURATION=${BENCH_DURATION:-4s}   # per round
+ROUNDS=${BENCH_ROUNDS:-5}        # alternating rounds; medians reported
 CONNECTIONS=${BENCH_CONNECTIONS:-32}
 bin=$BUILD/mmds-serve
 [ -x "$bin" ] || { echo "bench/mmds.sh: $bin missing: run make tools" >&2; exit 1; }
@@ -21,6 +25,11 @@ for t in wrk nginx curl; do
 	command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] || { echo "bench/mmds.sh: $t missing (make deps)" >&2; exit 1; }
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+PIN_SERVER= PIN_CLIENT=
+if [ "${BENCH_PIN:-0}" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+	PIN_SERVER="taskset -c 1" PIN_CLIENT="taskset -c 0"
+fi
 
 tmp=$(mktemp -d)
 chmod 755 "$tmp" # nginx workers run as www-data
@@ -47,7 +56,7 @@ JSON
 
 mport=$(free_port)
 nport=$(free_port)
-"$bin" --listen "127.0.0.2:$mport" --document "$tmp/doc/document.json" 2>"$tmp/mmds.log" &
+$PIN_SERVER "$bin" --listen "127.0.0.2:$mport" --document "$tmp/doc/document.json" 2>"$tmp/mmds.log" &
 mpid=$!
 pids+=("$mpid")
 
@@ -76,7 +85,7 @@ http {
 	}
 }
 CONF
-"$NGINX" -e "$tmp/nginx/error.log" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" &
+$PIN_SERVER "$NGINX" -e "$tmp/nginx/error.log" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" &
 pids+=("$!")
 
 for i in $(seq 100); do
@@ -97,7 +106,7 @@ wrk.headers["Accept"] = "application/json"
 LUA
 
 run() { # url -> "req/s p99_us"
-	wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$tmp/token.lua" "$1" > "$tmp/wrk.out"
+	$PIN_CLIENT wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$tmp/token.lua" "$1" > "$tmp/wrk.out"
 	/usr/bin/python3 - "$tmp/wrk.out" <<'PY'
 import re, sys
 out = open(sys.argv[1]).read()
@@ -111,17 +120,27 @@ print(rps, float(m.group(1)) * scale)
 PY
 }
 
-# Warm both up, then measure each.
-wrk -t1 -c"$CONNECTIONS" -d2s -s "$tmp/token.lua" "http://127.0.0.2:$mport/" >/dev/null
-wrk -t1 -c"$CONNECTIONS" -d2s -s "$tmp/token.lua" "http://127.0.0.3:$nport/" >/dev/null
-read -r m_rps m_p99 < <(run "http://127.0.0.2:$mport/")
+# Warm both up, then alternate.
+$PIN_CLIENT wrk -t1 -c"$CONNECTIONS" -d2s -s "$tmp/token.lua" "http://127.0.0.2:$mport/" >/dev/null
+$PIN_CLIENT wrk -t1 -c"$CONNECTIONS" -d2s -s "$tmp/token.lua" "http://127.0.0.3:$nport/" >/dev/null
+: > "$tmp/results"
+for r in $(seq "$ROUNDS"); do
+	echo "mmds $(run "http://127.0.0.2:$mport/")" >> "$tmp/results"
+	echo "nginx $(run "http://127.0.0.3:$nport/")" >> "$tmp/results"
+done
 rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$mpid/status")
-read -r n_rps n_p99 < <(run "http://127.0.0.3:$nport/")
 
-/usr/bin/python3 - "$m_rps" "$m_p99" "$n_rps" "$n_p99" "$rss_kb" "$CONNECTIONS" "$DURATION" <<'PY'
-import sys
-m_rps, m_p99, n_rps, n_p99, rss_kb = map(float, sys.argv[1:6])
-print(f"mmds-serve vs nginx (1 worker), wrk -t1 -c{sys.argv[6]} -d{sys.argv[7]}, GET / with token, keep-alive")
+/usr/bin/python3 - "$tmp/results" "$rss_kb" "$CONNECTIONS" "$DURATION" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+rss_kb = float(sys.argv[2])
+def med(name, i):
+    return statistics.median(float(r[i]) for r in rows if r[0] == name)
+m_rps, m_p99, n_rps, n_p99 = med("mmds", 1), med("mmds", 2), med("nginx", 1), med("nginx", 2)
+print(f"mmds-serve vs nginx (1 worker), wrk -t1 -c{sys.argv[3]}, {sys.argv[5]} alternating rounds of {sys.argv[4]},"
+      " GET / with token, keep-alive; medians")
+for r in rows:
+    print(f"    round: {r[0]:5s} {float(r[1]):10.0f} req/s  p99 {float(r[2]):8.0f} us")
 print(f"  mmds-serve: {m_rps:10.0f} req/s   p99 {m_p99:8.0f} us   peak RSS {rss_kb/1024:.2f} MiB")
 print(f"  nginx:      {n_rps:10.0f} req/s   p99 {n_p99:8.0f} us")
 print(f"  throughput ratio {m_rps/n_rps:.2f}x (target >= 1.0)   p99 ratio {m_p99/n_p99:.2f} (target <= 1.0)"
