@@ -82,7 +82,11 @@ prefixes_done:
 	ok(parse("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bare CR in value: 400");
 	ok(parse("GET / HTTP/2.0\r\n\r\n", &req) == -HTTP_ERR_VERSION, "HTTP/2.0: 505");
 	ok(parse("GET / HTTX/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bad version: 400");
-	ok(parse("GET http://x/ HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "absolute-form: 400");
+	r = parse("GET http://169.254.169.254/latest?x HTTP/1.1\r\n\r\n", &req);
+	ok(r > 0 && req.path_len == 7 && !memcmp(req.path, "/latest", 7), "absolute-form: path after the authority");
+	r = parse("GET HTTP://h HTTP/1.1\r\n\r\n", &req);
+	ok(r > 0 && req.path_len == 1 && req.path[0] == '/', "absolute-form without a path: /");
+	ok(parse("GET ftp://x/ HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "other targets: 400");
 	ok(parse("GET  / HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "double space: 400");
 	ok(parse("garbage\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bad request line refused before the head ends");
 	ok(parse("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n", &req) == -HTTP_ERR_TOO_MANY_HEADERS, "too many headers: 431 early");
