@@ -85,6 +85,13 @@ int atomic_file_open(struct atomic_file *af, const char *path, mode_t mode)
 		goto fail;
 	}
 
+	/* rename(2) would refuse a directory only after all the work. */
+	struct stat st;
+	if (fstatat(af->dirfd, af->base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+		r = -EISDIR;
+		goto fail;
+	}
+
 	/* PIN_TEST_NO_O_TMPFILE lets the tests cover file systems without O_TMPFILE. */
 	if (secure_getenv("PIN_TEST_NO_O_TMPFILE")) {
 		af->fd = -1;

@@ -592,3 +592,10 @@ def test_signal_mid_download_leaves_nothing(tools, work, server, named, cache):
     assert os.listdir(work / "out") == []
     if cache:
         assert os.listdir(work / "cache" / "sha256") == []
+
+
+def test_destination_that_is_a_directory(tools, work, server):
+    (work / "out" / "envd").mkdir()
+    cp = fetch(tools, work, server.url("/envd"))
+    assert cp.returncode == 1 and "Is a directory" in cp.stderr, cp.stderr
+    assert server.hits["/envd"] == 0 and os.listdir(work / "out" / "envd") == []
