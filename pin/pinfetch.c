@@ -482,6 +482,9 @@ static int run_fetch(struct run *run)
 		log_error("%s: %s, from %s; the artifact changed or was tampered with: do not use it, and check the "
 			  "upstream release before touching the pin",
 			  a->name, detail, last_url);
+	else if (last_url && last_failure == FETCH_LOCAL)
+		log_error("%s: %s, in %s, fetching %s; %s", a->name, detail,
+			  run->use_cache ? run->cache.entries : o->output, last_url, hint_for(last_failure));
 	else if (last_url)
 		log_error("%s: %s, from %s; %s%s", a->name, detail, last_url, hint_for(last_failure),
 			  failed_mirrors ? " (earlier mirrors failed too: --verbose shows why)" : "");
