@@ -495,13 +495,14 @@ def test_hash_matches_sha256sum(tools, work):
     assert cp.returncode == 0 and cp.stdout == f"{SHA}  {f}\n"
 
 
-def test_progress_bar_only_on_a_tty(tools, work, server):
+@pytest.mark.parametrize("quiet", [False, True], ids=["tty", "tty-quiet"])
+def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
     import pty
     server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.01)
     master, slave = pty.openpty()
     try:
         p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
-                              "--output", str(work / "out" / "envd"), "--no-cache"],
+                              "--output", str(work / "out" / "envd"), "--no-cache", *(["--quiet"] if quiet else [])],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
         os.close(slave)
         seen = b""
@@ -516,7 +517,10 @@ def test_progress_bar_only_on_a_tty(tools, work, server):
         assert p.wait(timeout=60) == 0, seen
     finally:
         os.close(master)
-    assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
+    if quiet:
+        assert seen == b"", seen
+    else:
+        assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
     assert_good(work / "out" / "envd")
 
 
