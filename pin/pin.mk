@@ -14,11 +14,3 @@ pin-policy-test_PKGS := libcurl libcrypto
 FUZZERS += fuzz-pin-lock fuzz-pin-version
 fuzz-pin-lock_SRCS := tests/pin/fuzz_lock.c pin/lock.c
 fuzz-pin-version_SRCS := tests/pin/fuzz_version.c pin/version.c
-
-# mk/c.mk declares the aggregate targets before the fragments are read, so
-# their prerequisite lists come out empty; name ours here (harmless once fixed).
-tools: $(BUILD)/pinfetch $(BUILD)/envd-version
-san-tools: $(BUILD)/san/pinfetch $(BUILD)/san/envd-version
-units: $(addprefix $(BUILD)/unit/,pin-lock-test pin-version-test pin-policy-test) \
-       $(addprefix $(BUILD)/san/unit/,pin-lock-test pin-version-test pin-policy-test)
-fuzzers: $(BUILD)/fuzz/fuzz-pin-lock $(BUILD)/fuzz/fuzz-pin-version
