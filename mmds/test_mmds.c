@@ -1,7 +1,6 @@
 /* Unit tests for mmds-serve's pure parts (TAP): the HTTP request parser,
  * JSON Pointer lookup, RFC 7396 merge patch, IMDS text, tokens. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,21 +8,7 @@
 #include "document.h"
 #include "http.h"
 #include "token.h"
-
-static int n_test, n_failed;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-	printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!cond)
-		n_failed++;
-}
+#include "../tests/tap.h"
 
 static const struct http_limits LIMITS = { .max_head = 256, .max_headers = 4, .max_body = 16 };
 
@@ -243,6 +228,5 @@ int main(void)
 	test_http();
 	test_document();
 	test_tokens();
-	printf("1..%d\n", n_test);
-	return n_failed ? 1 : 0;
+	return tap_done();
 }

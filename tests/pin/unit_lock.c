@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../../pin/lock.h"
-#include "tap.h"
+#include "../tap.h"
 
 #define SHA "752cfbc7ba66649ec1bffdc9b59529dd3527e7d3899c69351e05bd21dfc0dbf0"
 #define GOOD_STANZA "[envd]\nversion = 0.8.0\nurl = https://example.org/envd/v0.8.0/envd\nsha256 = " SHA "\n"
@@ -21,8 +21,8 @@ static void rejects(const char *what, const char *text, unsigned line, const cha
 	struct lock_error err;
 	int r = parse(text, &lock, &err);
 
-	if (!tap_ok(r == -EINVAL && err.line == line && strstr(err.msg, needle) && lock.n == 0 && !lock.entries,
-		    "rejects %s", what))
+	if (!ok(r == -EINVAL && err.line == line && strstr(err.msg, needle) && lock.n == 0 && !lock.entries,
+		"rejects %s", what))
 		printf("# r=%d line=%u msg=\"%s\" (wanted line %u, \"%s\")\n", r, err.line, err.msg, line, needle);
 }
 
@@ -33,25 +33,25 @@ int main(void)
 	const struct lock_entry *e;
 
 	/* The contract's own example, with a trailing comment on size. */
-	tap_ok(parse("# envd for the images\n\n" GOOD_STANZA "size = 12345678        # optional\n", &lock, &err) == 0,
-	       "parses the contract example");
+	ok(parse("# envd for the images\n\n" GOOD_STANZA "size = 12345678        # optional\n", &lock, &err) == 0,
+	   "parses the contract example");
 	e = lock_find(&lock, "envd");
-	tap_ok(e && strcmp(e->version, "0.8.0") == 0 && strcmp(e->url, "https://example.org/envd/v0.8.0/envd") == 0 &&
-		       strcmp(e->sha256, SHA) == 0 && e->has_size && e->size == 12345678 && e->line == 3,
-	       "fields of the example");
-	tap_ok(!lock_find(&lock, "env") && !lock_find(&lock, "envd2"), "lock_find is exact");
+	ok(e && strcmp(e->version, "0.8.0") == 0 && strcmp(e->url, "https://example.org/envd/v0.8.0/envd") == 0 &&
+		   strcmp(e->sha256, SHA) == 0 && e->has_size && e->size == 12345678 && e->line == 3,
+	   "fields of the example");
+	ok(!lock_find(&lock, "env") && !lock_find(&lock, "envd2"), "lock_find is exact");
 	lock_free(&lock);
 
-	tap_ok(parse(GOOD_STANZA "\n[other-1.x_y]\n\tsha256=" SHA "\n url=http://127.0.0.1:8080/a#frag\nversion=1.2.3+b~1\n",
-		     &lock, &err) == 0 && lock.n == 2,
-	       "two stanzas, any key order, tabs, no blanks around '='");
+	ok(parse(GOOD_STANZA "\n[other-1.x_y]\n\tsha256=" SHA "\n url=http://127.0.0.1:8080/a#frag\nversion=1.2.3+b~1\n",
+		 &lock, &err) == 0 && lock.n == 2,
+	   "two stanzas, any key order, tabs, no blanks around '='");
 	e = lock_find(&lock, "other-1.x_y");
-	tap_ok(e && !e->has_size && strcmp(e->url, "http://127.0.0.1:8080/a#frag") == 0 && strcmp(e->version, "1.2.3+b~1") == 0,
-	       "'#' inside a value is not a comment");
+	ok(e && !e->has_size && strcmp(e->url, "http://127.0.0.1:8080/a#frag") == 0 && strcmp(e->version, "1.2.3+b~1") == 0,
+	   "'#' inside a value is not a comment");
 	lock_free(&lock);
 
-	tap_ok(parse("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " SHA, &lock, &err) == 0,
-	       "no final newline");
+	ok(parse("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " SHA, &lock, &err) == 0,
+	   "no final newline");
 	lock_free(&lock);
 
 	/* Malformed stanzas. */
@@ -79,7 +79,7 @@ int main(void)
 		struct lock_error er;
 		static const char nul[] = "[envd]\nversion = 0.8.0\0x\n";
 		int r = lock_parse(nul, sizeof(nul) - 1, &l, &er);
-		tap_ok(r == -EINVAL && er.line == 2 && strstr(er.msg, "NUL"), "rejects an embedded NUL byte");
+		ok(r == -EINVAL && er.line == 2 && strstr(er.msg, "NUL"), "rejects an embedded NUL byte");
 	}
 	rejects("a control character", "[envd]\nversion = 0.8.0\x1b\n", 2, "control character");
 
@@ -109,8 +109,8 @@ int main(void)
 	rejects("a hex size", GOOD_STANZA "size = 0x10\n", 5, "size must be");
 	rejects("a size over 2^63-1", GOOD_STANZA "size = 9223372036854775808\n", 5, "size must be");
 	rejects("a 20-digit size", GOOD_STANZA "size = 18446744073709551616\n", 5, "size must be");
-	tap_ok(parse(GOOD_STANZA "size = 9223372036854775807\n", &lock, &err) == 0 && lock.entries[0].size == 9223372036854775807ULL,
-	       "size 2^63-1 is fine");
+	ok(parse(GOOD_STANZA "size = 9223372036854775807\n", &lock, &err) == 0 && lock.entries[0].size == 9223372036854775807ULL,
+	   "size 2^63-1 is fine");
 	lock_free(&lock);
 
 	/* url and version. */
@@ -125,21 +125,21 @@ int main(void)
 		size_t big = LOCK_MAX_BYTES + 1;
 		char *buf = malloc(big);
 		memset(buf, '#', big);
-		tap_ok(buf && lock_parse(buf, big, &lock, &err) == -EINVAL && strstr(err.msg, "larger than"),
-		       "rejects a lock over 1 MiB");
+		ok(buf && lock_parse(buf, big, &lock, &err) == -EINVAL && strstr(err.msg, "larger than"),
+		   "rejects a lock over 1 MiB");
 		free(buf);
 		char line[LOCK_MAX_LINE + 16];
 		memset(line, ' ', sizeof(line));
 		memcpy(line, "[envd]\n", 7);
 		line[sizeof(line) - 1] = '\n';
-		tap_ok(lock_parse(line, sizeof(line), &lock, &err) == -EINVAL && err.line == 2 && strstr(err.msg, "longer than"),
-		       "rejects a line over 4096 bytes");
+		ok(lock_parse(line, sizeof(line), &lock, &err) == -EINVAL && err.line == 2 && strstr(err.msg, "longer than"),
+		   "rejects a line over 4096 bytes");
 	}
 
 	/* Validators shared with the command line. */
 	uint64_t n;
-	tap_ok(lock_valid_sha256(SHA, 64) && !lock_valid_sha256(SHA, 63), "lock_valid_sha256 length");
-	tap_ok(lock_parse_size("1", 1, &n) == 0 && n == 1 && lock_parse_size("", 0, &n) < 0, "lock_parse_size edges");
-	tap_ok(lock_valid_name("a", 1) && !lock_valid_name("-a", 2) && !lock_valid_name("", 0), "lock_valid_name edges");
+	ok(lock_valid_sha256(SHA, 64) && !lock_valid_sha256(SHA, 63), "lock_valid_sha256 length");
+	ok(lock_parse_size("1", 1, &n) == 0 && n == 1 && lock_parse_size("", 0, &n) < 0, "lock_parse_size edges");
+	ok(lock_valid_name("a", 1) && !lock_valid_name("-a", 2) && !lock_valid_name("", 0), "lock_valid_name edges");
 	return tap_done();
 }

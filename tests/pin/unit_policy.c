@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "../../pin/fetch.h"
-#include "tap.h"
+#include "../tap.h"
 
 struct policy_case {
 	const char *url;
@@ -61,11 +61,11 @@ int main(void)
 		const struct policy_case *c = &cases[i];
 		char why[256] = "";
 		int r = fetch_url_allowed(c->url, c->source, c->allow_http, c->from, why, sizeof(why));
-		bool ok = c->allowed ? r == 0 : (r < 0 && strstr(why, c->why));
+		bool pass = c->allowed ? r == 0 : (r < 0 && strstr(why, c->why));
 
-		if (!tap_ok(ok, "%s %s%s%s%s -> %s", c->source == M ? "mirror" : "url", c->url,
-			    c->allow_http ? " --allow-http" : "", c->from ? " redirected from " : "", c->from ? c->from : "",
-			    c->allowed ? "allowed" : "refused"))
+		if (!ok(pass, "%s %s%s%s%s -> %s", c->source == M ? "mirror" : "url", c->url,
+			c->allow_http ? " --allow-http" : "", c->from ? " redirected from " : "", c->from ? c->from : "",
+			c->allowed ? "allowed" : "refused"))
 			printf("# r=%d why=\"%s\"\n", r, why);
 	}
 	fetch_global_cleanup();

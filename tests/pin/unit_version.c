@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "../../pin/version.h"
-#include "tap.h"
+#include "../tap.h"
 
 static const char *const good[] = {
 	"0.0.0", "0.8.0", "0.6.13", "1.2.3", "10.20.30", "999999999.999999999.999999999", "0.0.1", "1.0.0",
@@ -21,18 +21,18 @@ int main(void)
 	struct version v;
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
-		tap_ok(version_parse(good[i], strlen(good[i]), NULL) == 0, "accepts \"%s\"", good[i]);
+		ok(version_parse(good[i], strlen(good[i]), NULL) == 0, "accepts \"%s\"", good[i]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
-		tap_ok(version_parse(bad[i], strlen(bad[i]), NULL) < 0, "rejects bad[%zu]", i);
+		ok(version_parse(bad[i], strlen(bad[i]), NULL) < 0, "rejects bad[%zu]", i);
 
 	/* Embedded NUL: the length, not the terminator, decides. */
-	tap_ok(version_parse("0.8.0\0", 6, NULL) < 0, "rejects a trailing NUL within the length");
-	tap_ok(version_parse("0.8.0xyz", 5, &v) == 0 && v.major == 0 && v.minor == 8 && v.patch == 0,
-	       "parses only the given length");
-	tap_ok(version_parse(NULL, 0, NULL) < 0, "rejects NULL");
-	tap_ok(version_parse("1.22.333", 8, &v) == 0 && v.major == 1 && v.minor == 22 && v.patch == 333,
-	       "parses the parts");
-	tap_ok(version_parse("999999999.0.4294", 16, &v) == 0 && v.major == 999999999 && v.patch == 4294,
-	       "nine-digit parts are exact");
+	ok(version_parse("0.8.0\0", 6, NULL) < 0, "rejects a trailing NUL within the length");
+	ok(version_parse("0.8.0xyz", 5, &v) == 0 && v.major == 0 && v.minor == 8 && v.patch == 0,
+	   "parses only the given length");
+	ok(version_parse(NULL, 0, NULL) < 0, "rejects NULL");
+	ok(version_parse("1.22.333", 8, &v) == 0 && v.major == 1 && v.minor == 22 && v.patch == 333,
+	   "parses the parts");
+	ok(version_parse("999999999.0.4294", 16, &v) == 0 && v.major == 999999999 && v.patch == 4294,
+	   "nine-digit parts are exact");
 	return tap_done();
 }
