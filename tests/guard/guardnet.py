@@ -1,17 +1,17 @@
 """Network-namespace fixtures for the envd-guard tests: a "guest" and a
-"peer" namespace joined by a veth pair, listeners in the guest, and TCP
-probes that tell a dropped connection (timeout) from a refused one."""
-import itertools
+"peer" namespace (tests/netns.py) joined by a veth pair, listeners in the
+guest, and TCP probes that tell a dropped connection (timeout) from a
+refused one."""
 import json
-import os
 import subprocess
 import time
+
+from netns import Netns, veth_pair
 
 PY = "/usr/bin/python3"
 GUEST_V4, PEER_V4 = "10.200.0.1", "10.200.0.2"
 GUEST_V6, PEER_V6 = "fd00:e2b:0:1::1", "fd00:e2b:0:1::2"
 ALIAS = "169.254.169.254"
-_counter = itertools.count()
 
 LISTENER = r"""
 import socket, sys, threading
@@ -65,45 +65,29 @@ print(json.dumps(results))
 """
 
 
-def sh(*args, check=True, **kw):
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    kw.setdefault("timeout", 60)
-    cp = subprocess.run([str(a) for a in args], **kw)
-    if check and cp.returncode != 0:
-        raise AssertionError(f"{args!r} failed ({cp.returncode}):\n{cp.stdout}\n{cp.stderr}")
-    return cp
-
-
 class NetPair:
-    """guest <-veth-> peer, both with lo up. Always call close()."""
+    """guest <-veth-> peer (tests/netns.py namespaces, lo up). Always call
+    close()."""
 
     def __init__(self, with_peer=True):
-        n = next(_counter)
-        self.guest = f"e2bt-guard-{os.getpid()}-{n}-g"
-        self.peer = f"e2bt-guard-{os.getpid()}-{n}-p" if with_peer else None
-        self.procs = []
-        self.created = []
+        self.guest = self.peer = None
         try:
-            self._setup()
+            self.guest = Netns("guard", "g")
+            if with_peer:
+                self.peer = Netns("guard", "p")
+                self._join()
         except BaseException:
             self.close()
             raise
 
-    def _setup(self):
-        for ns in filter(None, (self.guest, self.peer)):
-            sh("ip", "netns", "add", ns)
-            self.created.append(ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        if not self.peer:
-            return
-        sh("ip", "-n", self.guest, "link", "add", "veth0", "type", "veth", "peer", "name", "veth0", "netns", self.peer)
+    def _join(self):
+        veth_pair(self.guest, self.peer)
         for ns, v4, v6 in ((self.guest, GUEST_V4, GUEST_V6), (self.peer, PEER_V4, PEER_V6)):
-            sh("ip", "-n", ns, "addr", "add", f"{v4}/24", "dev", "veth0")
-            sh("ip", "-n", ns, "addr", "add", f"{v6}/64", "dev", "veth0", "nodad")
-            sh("ip", "-n", ns, "link", "set", "veth0", "up")
+            ns.ip("addr", "add", f"{v4}/24", "dev", "veth0")
+            ns.ip("addr", "add", f"{v6}/64", "dev", "veth0", "nodad")
+            ns.ip("link", "set", "veth0", "up")
         # The peer sends traffic for the MMDS address straight at the guest.
-        sh("ip", "-n", self.peer, "route", "add", f"{ALIAS}/32", "via", GUEST_V4)
+        self.peer.ip("route", "add", f"{ALIAS}/32", "via", GUEST_V4)
         self._wait_for_link()
 
     def _wait_for_link(self):
@@ -116,39 +100,23 @@ class NetPair:
             time.sleep(0.1)
         raise AssertionError("veth between guest and peer never came up")
 
-    def run(self, ns, *args, check=False, **kw):
-        return sh("ip", "netns", "exec", ns, *args, check=check, **kw)
-
     def nft(self, *args, check=True):
-        return self.run(self.guest, "nft", *args, check=check)
+        return self.guest.run("nft", *args, check=check)
 
     def listen(self, *specs):
         """Starts listeners in the guest on "host:port" specs; "::" is dual-stack."""
-        p = subprocess.Popen(["ip", "netns", "exec", self.guest, PY, "-c", LISTENER, *specs],
+        p = self.guest.popen(PY, "-c", LISTENER, *specs,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.procs.append(p)
         line = p.stdout.readline()
         if line.strip() != "ready":
             raise AssertionError(f"listener failed: {p.stderr.read()}")
         return p
 
     def probe(self, ns, *targets, timeout=1.5):
-        cp = self.run(ns, PY, "-c", PROBE, str(timeout), *targets, check=True)
+        cp = ns.run(PY, "-c", PROBE, str(timeout), *targets, check=True)
         return json.loads(cp.stdout)
 
     def close(self):
-        for p in self.procs:
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
-            p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.procs = []
-        for ns in reversed(self.created):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        self.created = []
+        for ns in (self.peer, self.guest):
+            if ns:
+                ns.close()

@@ -4,7 +4,6 @@ namespaces this test creates (guest + peer over a veth pair) and removes.
 Every test takes the `tools` fixture, so it runs against the release build
 and the ASan+UBSan build."""
 import re
-import subprocess
 
 import pytest
 
@@ -52,8 +51,7 @@ def guest():
 
 def _in_ns(tools, ns, *args, prefix=()):
     """Runs envd-guard inside namespace `ns`; fails on sanitizer reports."""
-    cp = subprocess.run(["ip", "netns", "exec", ns, *prefix, tools.path("envd-guard"), *map(str, args)],
-                        capture_output=True, text=True, timeout=60)
+    cp = ns.run(*prefix, tools.path("envd-guard"), *args)
     assert_no_sanitizer_report(cp)
     return cp
 
@@ -72,7 +70,7 @@ def handles(pair):
 
 
 def test_guard_drops_from_outside_allows_lo(tools, net):
-    net.run(net.guest, "nft", "-f", "-", input=USER_TABLE, check=True)
+    net.guest.run("nft", "-f", "-", input=USER_TABLE, check=True)
     before = net.nft("list", "ruleset").stdout
     assert before == USER_TABLE
 
@@ -116,12 +114,12 @@ def test_guard_drops_from_outside_allows_lo(tools, net):
     cp = _in_ns(tools, net.guest, "remove")
     assert cp.returncode == 0, cp.stderr
     assert net.nft("list", "ruleset").stdout == USER_TABLE
-    assert ALIAS not in net.run(net.guest, "ip", "-4", "addr", "show", "dev", "lo", check=True).stdout
+    assert ALIAS not in net.guest.run("ip", "-4", "addr", "show", "dev", "lo", check=True).stdout
     assert set(net.probe(net.peer, *targets).values()) == {"connected"}
 
     # Control for the alias: with the address back but no guard, the peer's
     # route via the veth does reach it, so the timeout above was the guard.
-    net.run(net.guest, "ip", "addr", "add", f"{ALIAS}/32", "dev", "lo", "scope", "host", check=True)
+    net.guest.run("ip", "addr", "add", f"{ALIAS}/32", "dev", "lo", "scope", "host", check=True)
     assert net.probe(net.peer, f"{ALIAS}:80") == {f"{ALIAS}:80": "connected"}
 
     # remove is idempotent and leaves other tables alone.
@@ -153,14 +151,14 @@ def test_check_reports_deleted_rule(tools, guest):
 
 def test_check_reports_missing_alias(tools, guest):
     installed(tools, guest)
-    guest.run(guest.guest, "ip", "addr", "del", f"{ALIAS}/32", "dev", "lo", check=True)
+    guest.guest.run("ip", "addr", "del", f"{ALIAS}/32", "dev", "lo", check=True)
     cp = _in_ns(tools, guest.guest, "check")
     assert cp.returncode == 1
     assert "alias 169.254.169.254/32 on lo is missing" in cp.stderr
     assert "rule" not in cp.stderr
 
     # Same address, wrong scope: reported, and install repairs it.
-    guest.run(guest.guest, "ip", "addr", "add", f"{ALIAS}/32", "dev", "lo", check=True)
+    guest.guest.run("ip", "addr", "add", f"{ALIAS}/32", "dev", "lo", check=True)
     cp = _in_ns(tools, guest.guest, "check")
     assert cp.returncode == 1 and "scope global, expected /32 scope host" in cp.stderr
     installed(tools, guest)
@@ -217,7 +215,7 @@ def test_rules_nft_is_the_same_ruleset(tools, guest):
     """guard/rules.nft, loaded by the real nft CLI, is exactly what
     install creates: check accepts it, and both list identically."""
     guest.nft("-f", str(ROOT / "guard" / "rules.nft"))
-    guest.run(guest.guest, "ip", "addr", "replace", f"{ALIAS}/32", "dev", "lo", "scope", "host", check=True)
+    guest.guest.run("ip", "addr", "replace", f"{ALIAS}/32", "dev", "lo", "scope", "host", check=True)
     cp = _in_ns(tools, guest.guest, "check")
     assert cp.returncode == 0, cp.stderr
     listed = guest.nft("list", "ruleset").stdout
@@ -228,7 +226,7 @@ def test_rules_nft_is_the_same_ruleset(tools, guest):
 def test_custom_ports_and_alias(tools, net):
     args = ("--ports", "2222,49983", "--alias", "10.99.0.1")
     net.listen(":::2222", ":::49983", ":::8888", "10.99.0.1:80")
-    net.run(net.peer, "ip", "route", "add", "10.99.0.1/32", "via", GUEST_V4, check=True)
+    net.peer.run("ip", "route", "add", "10.99.0.1/32", "via", GUEST_V4, check=True)
     installed(tools, net, *args)
     assert _in_ns(tools, net.guest, "check", *args).returncode == 0
     cp = _in_ns(tools, net.guest, "check")
@@ -239,7 +237,7 @@ def test_custom_ports_and_alias(tools, net):
     assert net.probe(net.guest, "10.99.0.1:80", "127.0.0.1:2222", timeout=5) == {
         "10.99.0.1:80": "connected", "127.0.0.1:2222": "connected"}
     assert _in_ns(tools, net.guest, "remove", *args).returncode == 0
-    assert "10.99.0.1" not in net.run(net.guest, "ip", "addr", "show", "dev", "lo", check=True).stdout
+    assert "10.99.0.1" not in net.guest.run("ip", "addr", "show", "dev", "lo", check=True).stdout
 
 
 @pytest.mark.parametrize("command", ["install", "check", "remove"])
@@ -288,7 +286,7 @@ def test_needs_only_cap_net_admin(tools, guest):
     NoNewPrivileges=yes) is enough for every command."""
     only = ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all,+net_admin",
             "--no-new-privs", "--")
-    status = guest.run(guest.guest, *only, "grep", "^CapEff", "/proc/self/status", check=True).stdout
+    status = guest.guest.run(*only, "grep", "^CapEff", "/proc/self/status", check=True).stdout
     assert status.split()[1] == f"{1 << 12:016x}", status  # CAP_NET_ADMIN is bit 12, nothing else
     for command in ("install", "check", "remove"):
         cp = _in_ns(tools, guest.guest, command, prefix=only)

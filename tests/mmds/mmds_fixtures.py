@@ -2,13 +2,13 @@
 import pytest
 
 from conftest import require_root
-from mmds_helpers import MMDS_IP, Netns, Server
+from mmds_helpers import MMDS_IP, MmdsNetns, Server
 
 
 @pytest.fixture
 def netns():
     require_root()
-    ns = Netns()
+    ns = MmdsNetns()
     yield ns
     ns.close()
 

@@ -1,8 +1,6 @@
 """Helpers for the mmds-serve tests: a network namespace with
 169.254.169.254/32 on its lo, the server running in it, and ways to reach
 it from this process (sockets opened inside the namespace)."""
-import contextlib
-import ctypes
 import itertools
 import json
 import os
@@ -13,61 +11,27 @@ import subprocess
 import time
 
 from conftest import assert_no_sanitizer_report
+from netns import Netns
 
 MMDS_IP = "169.254.169.254"
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNET = 0x40000000
 _counter = itertools.count()
 
 
-class Netns:
-    """A uniquely named network namespace, removed by close()."""
+class MmdsNetns(Netns):
+    """A namespace (tests/netns.py) with the MMDS address on its lo."""
 
     def __init__(self):
-        self.name = f"e2bt-mmds-{os.getpid()}-{next(_counter)}"
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        super().__init__("mmds")
         try:
-            self.ip("link", "set", "lo", "up")
             self.ip("addr", "add", f"{MMDS_IP}/32", "dev", "lo")
         except BaseException:
             self.close()
             raise
 
-    def ip(self, *args):
-        subprocess.run(["ip", "-n", self.name, *args], check=True)
-
-    def exec_args(self, *argv):
-        return ["ip", "netns", "exec", self.name, *map(str, argv)]
-
-    def run(self, *argv, **kw):
-        kw.setdefault("capture_output", True)
-        kw.setdefault("text", True)
-        kw.setdefault("timeout", 60)
-        return subprocess.run(self.exec_args(*argv), **kw)
-
-    @contextlib.contextmanager
-    def entered(self):
-        """Runs the block with this thread in the namespace: sockets made
-        there stay there."""
-        orig = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        target = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
-        try:
-            if _libc.setns(target, _CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns")
-            yield
-        finally:
-            if _libc.setns(orig, _CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns back")
-            os.close(orig)
-            os.close(target)
-
     def connect(self, port=80, timeout=5.0):
         with self.entered():
             s = socket.create_connection((MMDS_IP, port), timeout=timeout)
         return s
-
-    def close(self):
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
 
 class Server:
@@ -85,7 +49,7 @@ class Server:
         self.stderr_path = workdir / f"mmds-serve-{next(_counter)}.log"
         self.stderr = open(self.stderr_path, "w+")
         self.argv = [tools.path("mmds-serve"), "--document", self.document, "--control", self.control, *args]
-        self.proc = subprocess.Popen(netns.exec_args(*self.argv), stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.proc = netns.popen(*self.argv, stdout=subprocess.DEVNULL, stderr=self.stderr)
         if wait:
             self.wait_ready()
 

@@ -25,10 +25,10 @@ def test_socket_activation_and_notify(tools, netns, curl, tmp_path):
     doc.write_text('{"from": "activation"}')
     env = dict(os.environ, NOTIFY_SOCKET=str(notify_path))
     log = open(tmp_path / "log", "w+")
-    proc = subprocess.Popen(netns.exec_args(
+    proc = netns.popen(
         "systemd-socket-activate", "-E", "NOTIFY_SOCKET", "-E", "ASAN_OPTIONS", "-E", "UBSAN_OPTIONS",
         "-E", "LSAN_OPTIONS", "-l", "169.254.169.254:80", "-l", control,
-        tools.path("mmds-serve"), "--document", doc), env=env, stderr=log, stdout=subprocess.DEVNULL)
+        tools.path("mmds-serve"), "--document", doc, env=env, stderr=log, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
         while not control.exists() and time.monotonic() < deadline:
