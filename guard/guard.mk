@@ -13,5 +13,5 @@ UNITS += guard-ruleset-test
 guard-ruleset-test_SRCS := guard/ruleset_test.c $(GUARD_LIB_SRCS)
 guard-ruleset-test_PKGS := libnftnl libmnl
 
-FUZZERS += guard-args-fuzz
-guard-args-fuzz_SRCS := guard/args_fuzz.c guard/args.c
+FUZZERS += fuzz-guard-args
+fuzz-guard-args_SRCS := guard/args_fuzz.c guard/args.c

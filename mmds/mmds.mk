@@ -1,7 +1,7 @@
 # mmds-serve: the instance-metadata service (see mmds/README.md).
 TOOLS   += mmds-serve
-UNITS   += mmds-unit
-FUZZERS += mmds-fuzz-http mmds-fuzz-document
+UNITS   += mmds-http-test mmds-document-test mmds-token-test
+FUZZERS += fuzz-mmds-http fuzz-mmds-document
 
 mmds_CORE := mmds/http.c mmds/document.c mmds/token.c
 
@@ -13,10 +13,12 @@ mmds_LIBCRYPTO_A := $(shell $(PKG_CONFIG) --variable=libdir libcrypto)/libcrypto
 mmds-serve_PKGS := libsystemd jansson
 mmds-serve_LDLIBS := $(mmds_LIBCRYPTO_A) -lm
 
-mmds-unit_SRCS := mmds/test_mmds.c $(mmds_CORE)
-mmds-unit_PKGS := jansson
-mmds-unit_LDLIBS := $(mmds_LIBCRYPTO_A)
+mmds-http-test_SRCS := mmds/http_test.c mmds/http.c
+mmds-document-test_SRCS := mmds/document_test.c mmds/document.c
+mmds-document-test_PKGS := jansson
+mmds-token-test_SRCS := mmds/token_test.c mmds/token.c
+mmds-token-test_LDLIBS := $(mmds_LIBCRYPTO_A)
 
-mmds-fuzz-http_SRCS := mmds/fuzz_http.c mmds/http.c
-mmds-fuzz-document_SRCS := mmds/fuzz_document.c mmds/document.c
-mmds-fuzz-document_PKGS := jansson
+fuzz-mmds-http_SRCS := mmds/fuzz_http.c mmds/http.c
+fuzz-mmds-document_SRCS := mmds/fuzz_document.c mmds/document.c
+fuzz-mmds-document_PKGS := jansson
