@@ -1,6 +1,6 @@
 # envd-guard: the loopback nftables guard (see guard/README.md).
 
-GUARD_LIB_SRCS := guard/args.c guard/ruleset.c guard/nft.c guard/rtnl.c common/log.c
+GUARD_LIB_SRCS := guard/args.c guard/ruleset.c guard/nft.c guard/rtnl.c guard/nlsock.c common/log.c
 
 TOOLS += envd-guard
 envd-guard_SRCS := guard/main.c $(GUARD_LIB_SRCS)

@@ -19,6 +19,7 @@
 #include <libnftnl/table.h>
 
 #include "cleanup.h"
+#include "nlsock.h"
 #include "ruleset.h"
 
 #define BATCH_BUFFER   (64 * 1024)
@@ -27,37 +28,14 @@
 #define MAX_CHAINS     16
 #define ACK_WAIT_MS    2000
 #define DUMP_RETRIES   3
-/* Big enough for any dump chunk the kernel sends (it sizes them to 32 KiB at most by default; libmnl suggests 8 KiB). */
-#define NL_BUFFER      32768
-
-static void mnl_socket_closep(struct mnl_socket **nl)
-{
-	if (*nl)
-		mnl_socket_close(*nl);
-}
 
 static int open_socket(struct mnl_socket **out, struct guard_failure *failure)
 {
-	struct mnl_socket *nl;
-	int one = 1, r;
+	int r = nl_open(NETLINK_NETFILTER, out);
 
-	nl = mnl_socket_open(NETLINK_NETFILTER);
-	if (!nl) {
-		r = -errno;
+	if (r < 0)
 		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
-		return r;
-	}
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		r = -errno;
-		mnl_socket_close(nl);
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
-		return r;
-	}
-	/* Errors without a copy of the request keep every ack small. Old
-	 * kernels lack the option; acks are then merely bigger. */
-	(void)mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
-	*out = nl;
-	return 0;
+	return r;
 }
 
 /* ---- batches -------------------------------------------------------- */
@@ -477,11 +455,8 @@ static int rule_cb(const struct nlmsghdr *nlh, void *data)
 static int dump(struct mnl_socket *nl, uint16_t type, uint32_t seq, mnl_cb_t cb, struct live_state *s)
 {
 	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
-	uint32_t portid = mnl_socket_get_portid(nl);
-	struct nlmsghdr *nlh;
-	int r;
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
 
-	nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
 	if (type == NFT_MSG_GETRULE) {
 		/* Ask the kernel for our table's rules only. */
 		_cleanup_rule_ struct nftnl_rule *filter = nftnl_rule_alloc();
@@ -491,16 +466,7 @@ static int dump(struct mnl_socket *nl, uint16_t type, uint32_t seq, mnl_cb_t cb,
 		nftnl_rule_set_str(filter, NFTNL_RULE_TABLE, GUARD_TABLE);
 		nftnl_rule_nlmsg_build_payload(nlh, filter);
 	}
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	do {
-		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-
-		if (n < 0)
-			return -errno;
-		r = mnl_cb_run(buf, (size_t)n, seq, portid, cb, s);
-	} while (r > MNL_CB_STOP);
-	return r < 0 ? -errno : 0;
+	return nl_talk(nl, buf, sizeof(buf), cb, s);
 }
 
 static int gen_cb(const struct nlmsghdr *nlh, void *data)
@@ -523,21 +489,9 @@ static int gen_cb(const struct nlmsghdr *nlh, void *data)
 static int generation(struct mnl_socket *nl, uint32_t seq, uint32_t *id)
 {
 	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
-	uint32_t portid = mnl_socket_get_portid(nl);
-	struct nlmsghdr *nlh;
-	int r;
 
-	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETGEN, NFPROTO_UNSPEC, NLM_F_ACK, seq);
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	do {
-		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-
-		if (n < 0)
-			return -errno;
-		r = mnl_cb_run(buf, (size_t)n, seq, portid, gen_cb, id);
-	} while (r > MNL_CB_STOP);
-	return r < 0 ? -errno : 0;
+	nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETGEN, NFPROTO_UNSPEC, NLM_F_ACK, seq);
+	return nl_talk(nl, buf, sizeof(buf), gen_cb, id);
 }
 
 /* Table, chains and rules from one generation of the ruleset: the three

@@ -12,15 +12,8 @@
 #include <libmnl/libmnl.h>
 
 #include "cleanup.h"
+#include "nlsock.h"
 #include "ruleset.h"
-
-#define NL_BUFFER 16384
-
-static void mnl_socket_closep(struct mnl_socket **nl)
-{
-	if (*nl)
-		mnl_socket_close(*nl);
-}
 
 static void describe(char *buf, size_t len, struct in_addr addr)
 {
@@ -28,23 +21,6 @@ static void describe(char *buf, size_t len, struct in_addr addr)
 
 	inet_ntop(AF_INET, &addr, a, sizeof(a));
 	snprintf(buf, len, "alias %s on " GUARD_LOOPBACK, a);
-}
-
-static int open_socket(struct mnl_socket **out)
-{
-	struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
-	int one = 1, r;
-
-	if (!nl)
-		return -errno;
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		r = -errno;
-		mnl_socket_close(nl);
-		return r;
-	}
-	(void)mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
-	*out = nl;
-	return 0;
 }
 
 static int loopback_index(unsigned *index)
@@ -105,29 +81,18 @@ static int addr_cb(const struct nlmsghdr *nlh, void *data)
 static int query(struct mnl_socket *nl, unsigned ifindex, struct in_addr addr, struct alias_state *state)
 {
 	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
-	uint32_t seq = (uint32_t)time(NULL), portid = mnl_socket_get_portid(nl);
 	struct query q = { .ifindex = ifindex, .addr = addr, .state = state };
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct ifaddrmsg *ifa;
-	int r;
 
 	memset(state, 0, sizeof(*state));
 	nlh->nlmsg_type = RTM_GETADDR;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	nlh->nlmsg_seq = seq;
+	nlh->nlmsg_seq = (uint32_t)time(NULL);
 	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 	ifa->ifa_family = AF_INET;
 	ifa->ifa_index = ifindex;
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	do {
-		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-
-		if (n < 0)
-			return -errno;
-		r = mnl_cb_run(buf, (size_t)n, seq, portid, addr_cb, &q);
-	} while (r > MNL_CB_STOP);
-	return r < 0 ? -errno : 0;
+	return nl_talk(nl, buf, sizeof(buf), addr_cb, &q);
 }
 
 /* One RTM_NEWADDR or RTM_DELADDR with NLM_F_ACK; returns the kernel's answer. */
@@ -135,14 +100,12 @@ static int change(struct mnl_socket *nl, uint16_t type, uint16_t flags, unsigned
 		  struct in_addr addr, unsigned prefixlen, unsigned scope)
 {
 	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
-	uint32_t seq = (uint32_t)time(NULL), portid = mnl_socket_get_portid(nl);
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct ifaddrmsg *ifa;
-	ssize_t n;
 
 	nlh->nlmsg_type = type;
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-	nlh->nlmsg_seq = seq;
+	nlh->nlmsg_seq = (uint32_t)time(NULL);
 	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 	ifa->ifa_family = AF_INET;
 	ifa->ifa_prefixlen = (unsigned char)prefixlen;
@@ -151,13 +114,7 @@ static int change(struct mnl_socket *nl, uint16_t type, uint16_t flags, unsigned
 	ifa->ifa_index = ifindex;
 	mnl_attr_put(nlh, IFA_LOCAL, sizeof(addr), &addr);
 	mnl_attr_put(nlh, IFA_ADDRESS, sizeof(addr), &addr);
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-	if (n < 0)
-		return -errno;
-	/* The ack: MNL_CB_STOP on success, -1 with errno from the kernel. */
-	return mnl_cb_run(buf, (size_t)n, seq, portid, NULL, NULL) < 0 ? -errno : 0;
+	return nl_talk(nl, buf, sizeof(buf), NULL, NULL);
 }
 
 int rtnl_alias_query(struct in_addr addr, struct alias_state *state, struct guard_failure *failure)
@@ -170,7 +127,7 @@ int rtnl_alias_query(struct in_addr addr, struct alias_state *state, struct guar
 	describe(what, sizeof(what), addr);
 	r = loopback_index(&ifindex);
 	if (r == 0)
-		r = open_socket(&nl);
+		r = nl_open(NETLINK_ROUTE, &nl);
 	if (r == 0)
 		r = query(nl, ifindex, addr, state);
 	if (r < 0)
@@ -189,7 +146,7 @@ int rtnl_alias_install(struct in_addr addr, struct guard_failure *failure)
 	describe(what, sizeof(what), addr);
 	r = loopback_index(&ifindex);
 	if (r == 0)
-		r = open_socket(&nl);
+		r = nl_open(NETLINK_ROUTE, &nl);
 	/* The common case, a fresh boot, takes one round trip. */
 	if (r == 0)
 		r = change(nl, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, ifindex, addr,
@@ -228,7 +185,7 @@ int rtnl_alias_remove(struct in_addr addr, struct guard_failure *failure)
 	describe(what, sizeof(what), addr);
 	r = loopback_index(&ifindex);
 	if (r == 0)
-		r = open_socket(&nl);
+		r = nl_open(NETLINK_ROUTE, &nl);
 	if (r == 0)
 		r = query(nl, ifindex, addr, &st);
 	if (r == 0 && st.present) {
