@@ -23,14 +23,15 @@ static void describe(char *buf, size_t len, struct in_addr addr)
 	snprintf(buf, len, "alias %s on " GUARD_LOOPBACK, a);
 }
 
-static int loopback_index(unsigned *index)
+/* lo's interface index and a routing socket: what every command needs. */
+static int open_loopback(unsigned *ifindex, struct mnl_socket **nl)
 {
 	unsigned i = if_nametoindex(GUARD_LOOPBACK);
 
 	if (i == 0)
 		return errno ? -errno : -ENODEV;
-	*index = i;
-	return 0;
+	*ifindex = i;
+	return nl_open(NETLINK_ROUTE, nl);
 }
 
 struct query {
@@ -125,9 +126,7 @@ int rtnl_alias_query(struct in_addr addr, struct alias_state *state, struct guar
 	int r;
 
 	describe(what, sizeof(what), addr);
-	r = loopback_index(&ifindex);
-	if (r == 0)
-		r = nl_open(NETLINK_ROUTE, &nl);
+	r = open_loopback(&ifindex, &nl);
 	if (r == 0)
 		r = query(nl, ifindex, addr, state);
 	if (r < 0)
@@ -144,9 +143,7 @@ int rtnl_alias_install(struct in_addr addr, struct guard_failure *failure)
 	int r, type = RTM_NEWADDR;
 
 	describe(what, sizeof(what), addr);
-	r = loopback_index(&ifindex);
-	if (r == 0)
-		r = nl_open(NETLINK_ROUTE, &nl);
+	r = open_loopback(&ifindex, &nl);
 	/* The common case, a fresh boot, takes one round trip. */
 	if (r == 0)
 		r = change(nl, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, ifindex, addr,
@@ -183,9 +180,7 @@ int rtnl_alias_remove(struct in_addr addr, struct guard_failure *failure)
 	int r, type = RTM_GETADDR;
 
 	describe(what, sizeof(what), addr);
-	r = loopback_index(&ifindex);
-	if (r == 0)
-		r = nl_open(NETLINK_ROUTE, &nl);
+	r = open_loopback(&ifindex, &nl);
 	if (r == 0)
 		r = query(nl, ifindex, addr, &st);
 	if (r == 0 && st.present) {
