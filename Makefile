@@ -54,3 +54,7 @@ $(foreach t,$(TOOLS),$(eval $(call link_rule,$(t),$(BUILD)/san,$(BUILD)/san/obj,
 $(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(BUILD)/unit,$(BUILD)/obj,$(CC),$(LDHARDEN))))
 $(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(BUILD)/san/unit,$(BUILD)/san/obj,$(CC),$(SANFLAGS))))
 $(foreach t,$(FUZZERS),$(eval $(call link_rule,$(t),$(BUILD)/fuzz,$(BUILD)/fuzz/obj,$(CLANG),$(FUZZFLAGS))))
+
+# What the tests should run: the declared programs, not whatever lies in build/.
+print-%:
+	@echo $($*)

@@ -64,6 +64,14 @@ def release_tools() -> Tools:
     return Tools("release", BUILD)
 
 
+def declared(variable: str) -> list:
+    """The programs the Makefile declares (UNITS, FUZZERS, TOOLS), so a stale
+    binary left in build/ by a renamed target is never mistaken for a test."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), f"print-{variable}"],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
 def require_root():
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces, nftables)")

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, assert_no_sanitizer_report
+from conftest import BUILD, assert_no_sanitizer_report, declared
 
-UNITS = sorted(p for d in (BUILD / "unit", BUILD / "san" / "unit") if d.is_dir() for p in d.iterdir())
+UNITS = [d / name for d in (BUILD / "unit", BUILD / "san" / "unit") for name in declared("UNITS")]
 
 
 def parse_tap(out: str):
@@ -22,7 +22,8 @@ def parse_tap(out: str):
 
 
 def test_unit_binaries_exist():
-    assert UNITS, f"no unit test binaries under {BUILD}/unit: run `make units`"
+    missing = [str(p) for p in UNITS if not p.exists()]
+    assert UNITS and not missing, f"unit test binaries missing: {missing}: run `make units`"
 
 
 @pytest.mark.parametrize("binary", UNITS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")

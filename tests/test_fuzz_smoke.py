@@ -7,10 +7,9 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, ROOT, declared
 
-FUZZERS = sorted((BUILD / "fuzz").glob("*")) if (BUILD / "fuzz").is_dir() else []
-FUZZERS = [f for f in FUZZERS if f.is_file() and os.access(f, os.X_OK)]
+FUZZERS = [BUILD / "fuzz" / name for name in declared("FUZZERS")]
 SECONDS = int(os.environ.get("FUZZ_SMOKE_SECONDS", "15"))
 
 
