@@ -518,3 +518,19 @@ def test_progress_bar_only_on_a_tty(tools, work, server):
         os.close(master)
     assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
     assert_good(work / "out" / "envd")
+
+
+def test_shipped_locks_parse(tools, work):
+    """recipes/*.lock are valid: pinfetch gets as far as the network (refused
+    offline, with an empty cache), which it only does after parsing the lock."""
+    from conftest import ROOT
+    locks = sorted((ROOT / "recipes").glob("*.lock"))
+    assert locks, "no recipes/*.lock"
+    for lock in locks:
+        names = [l.strip()[1:-1] for l in lock.read_text().splitlines() if l.strip().startswith("[")]
+        assert names, lock
+        for name in names:
+            cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
+                     "--cache", work / "cache", "--offline")
+            assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+    assert os.listdir(work / "out") == []
