@@ -5,6 +5,7 @@
 #
 #   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
 #   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
+#   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
 #   kept under CACHE/mkosi-incremental/ and keyed by mkosi on the config;
 #   0: install every package afresh, as `make repro` does)
@@ -101,6 +102,11 @@ incargs=()
 if [ "${INCREMENTAL:-1}" = 1 ]; then
     mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
     incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
+fi
+
+if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
+    say "preflight ok: sources, pinned artifacts, envd version and units are ready in $extra"
+    exit 0
 fi
 
 # 5. mkosi: packages, guest tools, users, presets. Directory output.

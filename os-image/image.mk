@@ -26,9 +26,14 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(BUILD))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)'
 
-.PHONY: image repro guest-tools
+.PHONY: image image-preflight repro guest-tools
 image: tools
 	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh
+
+# Only the quick steps (apt sources, pinned artifacts, envd version, units):
+# what fails early in `make image`, without mkosi.
+image-preflight: tools
+	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' PREFLIGHT_ONLY=1 bash os-image/build.sh
 
 # Two builds of the same commit in separate directories (shared package
 # cache), compared byte for byte.
