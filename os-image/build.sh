@@ -50,6 +50,9 @@ srcargs=(--distro "$DISTRO" --release "$RELEASE"
 [ -n "${SNAPSHOT_BASE:-}" ] && srcargs+=(--snapshot-base "$SNAPSHOT_BASE")
 $py "$here/sources.py" "${srcargs[@]}" > "$work/archives.json" || die "no apt sources (see above)"
 
+install -D -m 0644 "$pkgmngr/etc/apt/sources.list.d/mkosi.sources" \
+        "$extra/etc/apt/sources.list.d/e2b.sources"
+
 # 2. Pinned artifacts, through pinfetch, before anything slow.
 lists() { # the base list, then the flavor's
     for f in "$here/$1" "$flavordir/$1"; do
@@ -99,7 +102,10 @@ while read -r unit; do
 done < <(lists units)
 
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
-mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out" "$work/mkosi-ws"
+# mkosi refuses a workspace inside its build sources (the repository).
+ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
+trap 'rm -rf "$ws"' EXIT
+mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 (cd "$here" && mkosi \
     --profile "$FLAVOR" \
@@ -109,7 +115,7 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
     --extra-tree "$extra" \
     --build-sources "$top" \
     --package-cache-dir "$CACHE/mkosi/$DISTRO-$RELEASE" \
-    --workspace-dir "$work/mkosi-ws" \
+    --workspace-dir "$ws" \
     --output-dir "$work/mkosi-out" \
     --output image \
     ${MKOSI_ARGS:-} \

@@ -167,7 +167,7 @@ def write_ext4(tar_path, dest, flavor, epoch, headroom_mb):
         env = dict(os.environ, E2FSPROGS_FAKE_TIME=str(epoch), SOURCE_DATE_EPOCH=str(epoch),
                    MKE2FS_CONFIG=os.path.join(HERE, "mke2fs.conf"), LC_ALL="C")
         run([
-            "mke2fs", "-q", "-F", "-t", "ext4", "-L", flavor[:16], "-U", str(fs_uuid),
+            "mke2fs", "-q", "-F", "-t", "ext4", "-T", "ext4", "-L", flavor[:16], "-U", str(fs_uuid),
             "-E", f"hash_seed={hash_seed},root_owner=0:0,lazy_itable_init=0,"
                   "lazy_journal_init=0,nodiscard",
             "-d", root, dest, f"{size_mb}M",
