@@ -5,6 +5,10 @@
 #
 #   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
 #   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
+#   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
+#   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
+#   kept under CACHE/mkosi-incremental/ and keyed by mkosi on the config;
+#   0: install every package afresh, as `make repro` does)
 #
 # Order matters: everything that can fail quickly (sources, pinned artifacts,
 # the envd version) runs before mkosi, which takes the time.
@@ -101,6 +105,17 @@ while read -r unit; do
     install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
 done < <(lists units)
 
+incargs=()
+if [ "${INCREMENTAL:-1}" = 1 ]; then
+    mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
+    incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
+fi
+
+if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
+    say "preflight ok: sources, pinned artifacts, envd version and units are ready in $extra"
+    exit 0
+fi
+
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
 # mkosi refuses a workspace inside its build sources (the repository).
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
@@ -118,6 +133,7 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
     --workspace-dir "$ws" \
     --output-dir "$work/mkosi-out" \
     --output image \
+    "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
     --force build) || die "mkosi build failed"
 
