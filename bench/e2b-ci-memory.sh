@@ -6,6 +6,10 @@
 # fit in: `small` (512 MiB) and `medium` (1 GiB, upstream's target).
 #
 #   bench/e2b-ci-memory.sh [TREE]   (default: out/e2b-ci's build tree or OCI layer)
+#   E2B_CI_ARCHIVE=FILE bench/e2b-ci-memory.sh [TREE]
+#       lay FILE (a code-interpreter archive, e.g. the real pinned one, or a
+#       `git archive` of the pinned commit) over the tree first, with
+#       os-image/e2b-ci/prepare.sh (PATCHES applied), as a read-only overlay.
 #
 # Not a QEMU boot: no systemd, envd or guard here (tests/boot measures the
 # guest). Needs root (unshare, chroot).
@@ -37,11 +41,21 @@ PY
 fi
 [ -f "$tree/etc/jupyter/jupyter_server_config.py" ] || { echo "e2b-ci-memory: $tree is not an e2b-ci tree" >&2; exit 1; }
 
-# A scratch copy of the parts that are written to at run time.
+if [ -n "${E2B_CI_ARCHIVE:-}" ]; then
+	"$top/os-image/e2b-ci/prepare.sh" --archive "$E2B_CI_ARCHIVE" --extra "$tmp/stage" --work "$tmp/work" >/dev/null
+	lower="$tmp/stage:$tree"
+else
+	lower=
+fi
 cat > "$tmp/inner.sh" <<'INNER'
 #!/bin/bash
 set -u
-tree=$1
+tree=$1 lower=$2
+if [ -n "$lower" ]; then
+	mkdir -p "$tree.merged"
+	mount -t overlay overlay -o "lowerdir=$lower" "$tree.merged"
+	tree=$tree.merged
+fi
 ip link set lo up
 mount -t proc proc "$tree/proc"
 mount -t tmpfs tmpfs "$tree/tmp"
@@ -82,5 +96,6 @@ sleep 1
 umount "$tree/dev" "$tree/home" "$tree/tmp" "$tree/proc"
 INNER
 chmod +x "$tmp/inner.sh"
-echo "e2b-ci idle memory: $tree"
-timeout 300 unshare --net --mount --pid --fork --mount-proc "$tmp/inner.sh" "$tree"
+echo "e2b-ci idle memory: $tree${E2B_CI_ARCHIVE:+ + $E2B_CI_ARCHIVE}"
+ln -s "$tree" "$tmp/t"
+timeout 300 unshare --net --mount --pid --fork --mount-proc "$tmp/inner.sh" "$tmp/t" "$lower"
