@@ -129,3 +129,83 @@ def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
     assert "127.0.0.1:8888" in local and "127.0.0.1:49999" in local
     for addr in local:
         assert addr.startswith("127.") or addr.startswith("[::1]"), f"non-loopback listener {addr}"
+
+
+def make_wheel(directory, name="e2b_ci_probe", version="1.0"):
+    """A minimal pure-Python wheel, built here (no index needed)."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {
+        f"{name}/__init__.py": b"OK = 'e2b-ci probe'\n",
+        f"{name}-{version}.dist-info/METADATA":
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL":
+            b"Wheel-Version: 1.0\nGenerator: e2b-images tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = f"{name}-{version}.dist-info/RECORD"
+    lines = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{path},sha256={digest},{len(data)}")
+    lines.append(f"{record},,")
+    files[record] = ("\n".join(lines) + "\n").encode()
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
+    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("good_hash", [True, False], ids=["hash-ok", "hash-mismatch"])
+def test_pydeps_pip_postinst_installs_offline_with_hashes(tree, tmp_path, good_hash):
+    """The real mkosi.postinst, pip branch, run over the built tree (through
+    an overlay; `mkosi-chroot` is plain chroot): a venv with the wheels that
+    prepare.sh would have downloaded, --require-hashes, unchecked-hash
+    bytecode, the units pointed at the venv. PyPI is unreachable here, so the
+    wheel is one we build; a wrong hash must fail the install."""
+    staged = tmp_path / "stage"
+    (staged / "wheels").mkdir(parents=True)
+    (staged / "constraints").mkdir()
+    _, digest = make_wheel(staged / "wheels")
+    if not good_hash:
+        digest = digest[::-1]
+    (staged / "constraints/probe.txt").write_text(f"e2b-ci-probe==1.0 \\\n    --hash=sha256:{digest}\n")
+    assert run(["/usr/bin/python3", ROOT / "os-image/e2b-ci/check-constraints.py",
+                staged / "constraints/probe.txt"]).returncode == 0
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mkosi-chroot").write_text('#!/bin/sh\nexec chroot "$BUILDROOT" "$@"\n')
+    (bindir / "mkosi-chroot").chmod(0o755)
+    inner = tmp_path / "inner.sh"
+    inner.write_text(f"""#!/bin/sh
+set -e
+m={tmp_path}/merged
+mkdir -p $m {tmp_path}/up {tmp_path}/wk
+mount -t overlay overlay -o lowerdir={tree},upperdir={tmp_path}/up,workdir={tmp_path}/wk $m
+mount -t proc proc $m/proc
+mount --bind /dev $m/dev
+cp -a {staged} $m/var/tmp/e2b-ci-pydeps
+export BUILDROOT=$m PATH={bindir}:/usr/sbin:/usr/bin:/sbin:/bin
+set +e
+sh {ROOT}/os-image/e2b-ci/mkosi.postinst
+rc=$?
+test ! -e $m/var/tmp/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
+if [ $rc = 0 ]; then
+  chroot $m /usr/lib/e2b-code-interpreter/venv/bin/python -c 'import e2b_ci_probe, fastapi, sys; print("IMPORT", e2b_ci_probe.OK, sys.prefix)'
+  cat $m/usr/lib/systemd/system/jupyter.service.d/10-pydeps-pip.conf
+  ls $m/usr/lib/e2b-code-interpreter/venv/lib/python3*/site-packages/e2b_ci_probe/__pycache__/
+  head -c 8 $m/usr/lib/e2b-code-interpreter/venv/lib/python3*/site-packages/e2b_ci_probe/__pycache__/*.pyc | od -An -tx1
+fi
+exit $rc
+""")
+    cp = run(["unshare", "--mount", "sh", inner], timeout=600)
+    if not good_hash:
+        assert cp.returncode != 0
+        assert "DO NOT MATCH THE HASHES" in cp.stdout + cp.stderr
+        return
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    assert "IMPORT e2b-ci probe /usr/lib/e2b-code-interpreter/venv" in cp.stdout
+    assert "Environment=E2B_CI_PYTHON=/usr/lib/e2b-code-interpreter/venv/bin/python" in cp.stdout
+    # pyc header: magic (4 bytes), then flags 01 00 00 00 = hash-based, unchecked.
+    assert " 01 00 00 00" in cp.stdout.splitlines()[-1]
