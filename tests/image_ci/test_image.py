@@ -209,3 +209,17 @@ exit $rc
     assert "Environment=E2B_CI_PYTHON=/usr/lib/e2b-code-interpreter/venv/bin/python" in cp.stdout
     # pyc header: magic (4 bytes), then flags 01 00 00 00 = hash-based, unchecked.
     assert " 01 00 00 00" in cp.stdout.splitlines()[-1]
+
+
+def test_units_verify_and_api_server_is_sandboxed(tree):
+    """systemd-analyze (the host's) finds nothing wrong in our two units, and
+    the API server (which runs no user code) scores as sandboxed. jupyter.service
+    is deliberately not sandboxed: its kernels are the user's code."""
+    cp = run(["systemd-analyze", "verify", f"--root={tree}", "jupyter.service", "code-interpreter.service"],
+             env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"})
+    ours = [l for l in (cp.stdout + cp.stderr).splitlines()
+            if "jupyter.service" in l or "code-interpreter.service" in l]
+    assert not ours, ours
+    cp = run(["systemd-analyze", "security", f"--root={tree}", "--offline=true", "code-interpreter.service"])
+    score = float(cp.stdout.strip().splitlines()[-1].split(":")[1].split()[0])
+    assert score <= 2.5, cp.stdout[-2000:]
