@@ -4,7 +4,7 @@ build's tree is checked and the code-interpreter stack is started from it.
 
 The stand-ins (envd: tests/envd-standin; code-interpreter archive:
 tests/fixtures/code-interpreter) are served from loopback and pinned in a
-temporary recipes= directory (testbuild.py); package caches are the
+temporary recipes= directory (ci_testbuild.py); package caches are the
 repository's (out/cache), shared with tests/image.
 """
 import configparser
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-import testbuild
-from conftest import ROOT, run
+import ci_testbuild as testbuild
+from ci_helpers import ROOT, run
 
 OUT = ROOT / "out" / "test-image-ci"
 CACHE = pathlib.Path(os.environ.get("E2B_IMAGE_CACHE", ROOT / "out" / "cache"))

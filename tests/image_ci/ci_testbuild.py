@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import FIXTURE_COMMIT, ROOT, pack_fixture, serve_directory  # noqa: E402
+from ci_helpers import FIXTURE_COMMIT, ROOT, pack_fixture, serve_directory  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ code-interpreter pin in recipes/ (the built image is checked in test_image.py)."
 import configparser
 import re
 
-from conftest import FLAVOR_DIR, ROOT, run
+from ci_helpers import FLAVOR_DIR, ROOT, run
 
 UNITS = ROOT / "units"
 
