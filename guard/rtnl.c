@@ -92,6 +92,10 @@ static int addr_cb(const struct nlmsghdr *nlh, void *data)
 	if (!local || mnl_attr_get_payload_len(local) != sizeof(struct in_addr) ||
 	    memcmp(mnl_attr_get_payload(local), &q->addr, sizeof(q->addr)) != 0)
 		return MNL_CB_OK;
+	/* Should the address be there twice (/32 and another prefix), the
+	 * /32 is the one install manages. */
+	if (q->state->present && q->state->prefixlen == GUARD_ALIAS_PREFIXLEN)
+		return MNL_CB_OK;
 	q->state->present = true;
 	q->state->prefixlen = ifa->ifa_prefixlen;
 	q->state->scope = ifa->ifa_scope;
@@ -159,7 +163,7 @@ static int change(struct mnl_socket *nl, uint16_t type, uint16_t flags, unsigned
 int rtnl_alias_query(struct in_addr addr, struct alias_state *state, struct guard_failure *failure)
 {
 	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
-	unsigned ifindex;
+	unsigned ifindex = 0;
 	char what[64];
 	int r;
 
@@ -178,27 +182,35 @@ int rtnl_alias_install(struct in_addr addr, struct guard_failure *failure)
 {
 	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
 	struct alias_state st;
-	unsigned ifindex;
+	unsigned ifindex = 0;
 	char what[64];
-	int r, type = RTM_GETADDR;
+	int r, type = RTM_NEWADDR;
 
 	describe(what, sizeof(what), addr);
 	r = loopback_index(&ifindex);
 	if (r == 0)
 		r = open_socket(&nl);
+	/* The common case, a fresh boot, takes one round trip. */
 	if (r == 0)
-		r = query(nl, ifindex, addr, &st);
-	if (r == 0 && st.present &&
-	    (st.prefixlen != GUARD_ALIAS_PREFIXLEN || st.scope != RT_SCOPE_HOST)) {
-		/* The kernel does not change the scope of an existing address. */
-		type = RTM_DELADDR;
-		r = change(nl, RTM_DELADDR, 0, ifindex, addr, st.prefixlen, st.scope);
-		st.present = false;
-	}
-	if (r == 0 && !st.present) {
-		type = RTM_NEWADDR;
-		r = change(nl, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, ifindex, addr,
+		r = change(nl, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, ifindex, addr,
 			   GUARD_ALIAS_PREFIXLEN, RT_SCOPE_HOST);
+	if (r == -EEXIST) {
+		type = RTM_GETADDR;
+		r = query(nl, ifindex, addr, &st);
+		if (r == 0 && st.present &&
+		    (st.prefixlen != GUARD_ALIAS_PREFIXLEN || st.scope != RT_SCOPE_HOST)) {
+			/* The kernel does not change the scope of an existing
+			 * address: replace it. */
+			type = RTM_DELADDR;
+			r = change(nl, RTM_DELADDR, 0, ifindex, addr, st.prefixlen, st.scope);
+			if (r == 0) {
+				type = RTM_NEWADDR;
+				r = change(nl, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, ifindex, addr,
+					   GUARD_ALIAS_PREFIXLEN, RT_SCOPE_HOST);
+			}
+		} else if (r == 0 && !st.present) {
+			r = -EEXIST; /* EEXIST for an address that is not there: give up */
+		}
 	}
 	if (r < 0)
 		guard_failure_set(failure, GUARD_SUBSYS_RTNETLINK, type, "%s", what);
@@ -209,7 +221,7 @@ int rtnl_alias_remove(struct in_addr addr, struct guard_failure *failure)
 {
 	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
 	struct alias_state st;
-	unsigned ifindex;
+	unsigned ifindex = 0;
 	char what[64];
 	int r, type = RTM_GETADDR;
 

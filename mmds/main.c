@@ -197,6 +197,128 @@ static void raise_fd_limit(unsigned need)
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* Everything after option parsing; every exit path frees what it made. */
+static int run(const struct config *cfg)
+{
+	sd_event *event = NULL;
+	sd_event_source *watch = NULL;
+	struct server s;
+	bool server_ready = false;
+	char *dir = NULL;
+	int ret = 1, r;
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = sd_event_default(&event);
+	if (r < 0) {
+		log_error("sd-event: %s", strerror(-r));
+		goto out;
+	}
+	r = server_init(&s, cfg, event);
+	server_ready = true; /* server_done() also undoes a partial init */
+	if (r < 0) {
+		log_error("setup: %s", strerror(-r));
+		goto out;
+	}
+
+	/* Socket activation: AF_UNIX is the control socket, inet the MMDS. */
+	int n = sd_listen_fds(1), n_guest = 0, n_control = 0;
+	if (n < 0) {
+		log_error("sd_listen_fds: %s", strerror(-n));
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		bool control = sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0;
+		if (!control && sd_is_socket_inet(fd, 0, SOCK_STREAM, 1, 0) <= 0) {
+			log_error("passed fd %d is not a listening stream socket", fd);
+			goto out;
+		}
+		r = server_add_listener(&s, fd, control);
+		if (r < 0) {
+			log_error("passed fd %d: %s", fd, strerror(-r));
+			goto out;
+		}
+		control ? n_control++ : n_guest++;
+	}
+	if (n_guest == 0) {
+		const char *spec = cfg->listen ? cfg->listen : DEFAULT_LISTEN;
+		int fd = listen_inet(spec);
+		if (fd < 0) {
+			log_error("listen %s: %s", spec, strerror(-fd));
+			goto out;
+		}
+		r = server_add_listener(&s, fd, false);
+		if (r < 0) {
+			log_error("listen %s: %s", spec, strerror(-r));
+			goto out;
+		}
+		log_info("listening on %s", spec);
+	} else if (cfg->listen) {
+		log_warning("socket-activated: ignoring --listen %s", cfg->listen);
+	}
+	if (cfg->control_path && n_control == 0) {
+		int fd = listen_control(cfg->control_path);
+		if (fd < 0) {
+			log_error("control socket %s: %s", cfg->control_path,
+				  fd == -EEXIST ? "exists and is not a socket" : strerror(-fd));
+			goto out;
+		}
+		r = server_add_listener(&s, fd, true);
+		if (r < 0) {
+			log_error("control socket %s: %s", cfg->control_path, strerror(-r));
+			goto out;
+		}
+	}
+
+	/* Watch the directory, not the file, so rename-over writers work. */
+	dir = strdup(cfg->document_path);
+	if (!dir)
+		goto out;
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	r = sd_event_add_inotify(event, &watch, dir,
+				 IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
+					 IN_ONLYDIR,
+				 on_document_event, &s);
+	if (r < 0) {
+		log_error("watch %s: %s", dir, strerror(-r));
+		goto out;
+	}
+	r = server_load_document_file(&s, LOG_WARNING);
+	if (r == -ENOENT)
+		log_info("%s: not there yet; waiting for it", cfg->document_path);
+
+	sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
+	sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
+
+	if (!s.doc)
+		sd_notify(0, "READY=1\nSTATUS=Waiting for a document");
+	else
+		sd_notify(0, "READY=1");
+	r = sd_event_loop(event);
+	sd_notify(0, "STOPPING=1");
+	if (r < 0)
+		log_error("event loop: %s", strerror(-r));
+	else
+		ret = 0;
+out:
+	sd_event_source_disable_unref(watch);
+	if (server_ready)
+		server_done(&s);
+	sd_event_unref(event);
+	free(dir);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_DOCUMENT = 256, O_LISTEN, O_CONTROL, O_V1, O_EMPTY, O_MAX_SIZE, O_MAX_CONNS,
@@ -228,7 +350,7 @@ int main(int argc, char **argv)
 		.max_headers = 64,
 	};
 	unsigned long v;
-	int c, r;
+	int c;
 
 	log_init("mmds-serve");
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -295,114 +417,5 @@ bad:
 
 	raise_fd_limit(cfg.max_connections + 64);
 
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	sd_event *event = NULL;
-	r = sd_event_default(&event);
-	if (r < 0) {
-		log_error("sd-event: %s", strerror(-r));
-		return 1;
-	}
-	struct server s;
-	r = server_init(&s, &cfg, event);
-	if (r < 0) {
-		log_error("setup: %s", strerror(-r));
-		return 1;
-	}
-
-	/* Socket activation: AF_UNIX is the control socket, inet the MMDS. */
-	int n = sd_listen_fds(1), n_guest = 0, n_control = 0;
-	if (n < 0) {
-		log_error("sd_listen_fds: %s", strerror(-n));
-		return 1;
-	}
-	for (int i = 0; i < n; i++) {
-		int fd = SD_LISTEN_FDS_START + i;
-		bool control = sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0;
-		if (!control && sd_is_socket_inet(fd, 0, SOCK_STREAM, 1, 0) <= 0) {
-			log_error("passed fd %d is not a listening stream socket", fd);
-			return 1;
-		}
-		r = server_add_listener(&s, fd, control);
-		if (r < 0) {
-			log_error("passed fd %d: %s", fd, strerror(-r));
-			return 1;
-		}
-		control ? n_control++ : n_guest++;
-	}
-	if (n_guest == 0) {
-		const char *spec = cfg.listen ? cfg.listen : DEFAULT_LISTEN;
-		int fd = listen_inet(spec);
-		if (fd < 0) {
-			log_error("listen %s: %s", spec, strerror(-fd));
-			return 1;
-		}
-		r = server_add_listener(&s, fd, false);
-		if (r < 0) {
-			log_error("listen %s: %s", spec, strerror(-r));
-			return 1;
-		}
-		log_info("listening on %s", spec);
-	} else if (cfg.listen) {
-		log_warning("socket-activated: ignoring --listen %s", cfg.listen);
-	}
-	if (cfg.control_path && n_control == 0) {
-		int fd = listen_control(cfg.control_path);
-		if (fd < 0) {
-			log_error("control socket %s: %s", cfg.control_path,
-				  fd == -EEXIST ? "exists and is not a socket" : strerror(-fd));
-			return 1;
-		}
-		r = server_add_listener(&s, fd, true);
-		if (r < 0) {
-			log_error("control socket %s: %s", cfg.control_path, strerror(-r));
-			return 1;
-		}
-	}
-
-	/* Watch the directory, not the file, so rename-over writers work. */
-	_cleanup_free_ char *dir = strdup(cfg.document_path);
-	if (!dir)
-		return 1;
-	char *slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	sd_event_source *watch = NULL;
-	r = sd_event_add_inotify(event, &watch, dir,
-				 IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
-					 IN_ONLYDIR,
-				 on_document_event, &s);
-	if (r < 0) {
-		log_error("watch %s: %s", dir, strerror(-r));
-		return 1;
-	}
-	r = server_load_document_file(&s, LOG_WARNING);
-	if (r == -ENOENT)
-		log_info("%s: not there yet; waiting for it", cfg.document_path);
-
-	sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
-	sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
-
-	if (!s.doc)
-		sd_notify(0, "READY=1\nSTATUS=Waiting for a document");
-	else
-		sd_notify(0, "READY=1");
-	r = sd_event_loop(event);
-	sd_notify(0, "STOPPING=1");
-
-	sd_event_source_disable_unref(watch);
-	server_done(&s);
-	sd_event_unref(event);
-	if (r < 0) {
-		log_error("event loop: %s", strerror(-r));
-		return 1;
-	}
-	return 0;
+	return run(&cfg);
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Compare two builds of a flavor (OUT dirs). Exit 0 if bit-identical.
 
-Prints the output digests side by side, then for any difference the paths
-that differ: inside the OCI layer (tar members compared by content and
-metadata) and inside the ext4 image (via debugfs rdump into temp dirs is not
-needed: the layer comparison names the files; for the image itself, the first
-differing byte offsets are printed). Uses diffoscope when it is installed.
+Prints the four output digests side by side; on any difference, the files
+of the two output directories that differ, then every layer member that
+differs (content sha256, mode, owner, mtime, type, link target, PAX headers)
+or the member order, then diffoscope's report on rootfs.ext4 when diffoscope
+is installed (the ext4 is built from the layer, so the layer names the files).
 """
 import hashlib
 import json

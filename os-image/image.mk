@@ -24,7 +24,8 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         SNAPSHOT='$(snapshot)' SNAPSHOT_BASE='$(snapshot_base)' \
         RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(BUILD))' \
-        ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)'
+        ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
+        PACK='$(PACK)' MKOSI_ARGS='$(MKOSI_ARGS)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

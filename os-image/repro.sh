@@ -5,7 +5,11 @@
 # differing paths (diffoscope when installed) and exits 1 on any difference.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
 base=${OUT:?}
+# One epoch for both builds, even if a commit lands in between.
+: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
+export SOURCE_DATE_EPOCH
 rm -rf "$base"
 for n in 1 2; do
     echo "repro: build $n of 2 -> $base/$n" >&2

@@ -6,7 +6,6 @@ image, with real tools (skopeo, umoci, e2fsck, debugfs, systemctl --root,
 chroot).
 """
 import configparser
-import grp  # noqa: F401
 import hashlib
 import json
 import os
@@ -19,7 +18,10 @@ import tarfile
 
 import pytest
 
-from conftest import FLAVOR, ROOT, make_image, sha256_file
+from image_helpers import (  # noqa: F401  (fixtures are used by name)
+    FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
+    test_recipes, write_lock,
+)
 
 GUARDED_UNITS = ("envd.service", "mmds.socket", "mmds.service")
 
@@ -295,10 +297,13 @@ def test_no_stray_listeners(tree):
     assert "LLMNR=no" in conf and "MulticastDNS=no" in conf
 
 
-def test_user_home_and_sudo(tree, layer):
+def test_user_home_and_sudo(built, tree, layer):
     passwd = {l.split(":")[0]: l.split(":") for l in (tree / "etc/passwd").read_text().splitlines()}
     user = passwd["user"]
     assert user[2:4] == ["1000", "1000"] and user[5:7] == ["/home/user", "/bin/bash"]
+    shadow = {l.split(":")[0]: l.split(":") for l in (tree / "etc/shadow").read_text().splitlines()}
+    epoch_day = str(built.manifest["source_date_epoch"] // 86400)
+    assert shadow["user"][2] == epoch_day and shadow["root"][2] == epoch_day, "shadow dates"
     group = {l.split(":")[0]: l.split(":") for l in (tree / "etc/group").read_text().splitlines()}
     assert group["user"][2] == "1000"
     members, _ = layer

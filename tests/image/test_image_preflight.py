@@ -13,7 +13,10 @@ import time
 
 import pytest
 
-from conftest import FLAVOR, ROOT, free_port, make_image, sha256_file, write_lock
+from image_helpers import (  # noqa: F401  (fixtures are used by name)
+    FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
+    test_recipes, write_lock,
+)
 
 SOURCES = ROOT / "os-image/sources.py"
 

@@ -1,4 +1,4 @@
-"""Fixtures for the image tests: the envd test stand-in, served from loopback
+"""Helpers and fixtures for the image tests (tests/image/): the envd test stand-in, served from loopback
 and pinned in a test lock, and one real e2b-rt build (session scope).
 
 The real envd release cannot be downloaded on our machines, so the build uses
@@ -44,6 +44,41 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def write_lock(directory: pathlib.Path, url: str, sha256: str, version="0.8.0") -> pathlib.Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "envd.lock").write_text(
+        "# test lock: the envd stand-in from tests/envd-standin, served from loopback\n"
+        f"[envd]\nversion = {version}\nurl = {url}\nsha256 = {sha256}\n"
+    )
+    return directory
+
+
+def make_image(out: pathlib.Path, recipes: pathlib.Path, *extra, target="image",
+               cache=CACHE, timeout=BUILD_TIMEOUT) -> subprocess.CompletedProcess:
+    cmd = ["make", "-C", str(ROOT), "--no-print-directory", target, f"flavor={FLAVOR}",
+           f"recipes={recipes}", f"out={out}", f"cache={cache}", *extra]
+    t0 = time.monotonic()
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    cp.seconds = time.monotonic() - t0
+    return cp
+
+
+class Built:
+    def __init__(self, out: pathlib.Path, seconds: float):
+        self.out = out
+        self.dir = out / FLAVOR
+        self.tree = self.dir / "work" / "mkosi-out" / "image"
+        self.seconds = seconds
+
+    @property
+    def manifest(self):
+        import json
+        return json.loads((self.dir / "manifest.json").read_text())
+
+
+# Fixtures. Test modules import them by name: a tests/image/conftest.py would
+# shadow tests/conftest.py (both import as `conftest`, no packages here).
+
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory):
     """The envd stand-in binary, built reproducibly; (path, version)."""
@@ -68,43 +103,11 @@ def artifact_server(standin):
     httpd.server_close()
 
 
-def write_lock(directory: pathlib.Path, url: str, sha256: str, version="0.8.0") -> pathlib.Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "envd.lock").write_text(
-        "# test lock: the envd stand-in from tests/envd-standin, served from loopback\n"
-        f"[envd]\nversion = {version}\nurl = {url}\nsha256 = {sha256}\n"
-    )
-    return directory
-
-
 @pytest.fixture(scope="session")
 def test_recipes(tmp_path_factory, standin, artifact_server):
     d = tmp_path_factory.mktemp("recipes")
     return write_lock(d, f"{artifact_server}/envd", sha256_file(standin[0]),
                       standin[1].strip())
-
-
-def make_image(out: pathlib.Path, recipes: pathlib.Path, *extra, target="image",
-               cache=CACHE, timeout=BUILD_TIMEOUT) -> subprocess.CompletedProcess:
-    cmd = ["make", "-C", str(ROOT), "--no-print-directory", target, f"flavor={FLAVOR}",
-           f"recipes={recipes}", f"out={out}", f"cache={cache}", *extra]
-    t0 = time.monotonic()
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    cp.seconds = time.monotonic() - t0
-    return cp
-
-
-class Built:
-    def __init__(self, out: pathlib.Path, seconds: float):
-        self.out = out
-        self.dir = out / FLAVOR
-        self.tree = self.dir / "work" / "mkosi-out" / "image"
-        self.seconds = seconds
-
-    @property
-    def manifest(self):
-        import json
-        return json.loads((self.dir / "manifest.json").read_text())
 
 
 @pytest.fixture(scope="session")
