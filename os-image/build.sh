@@ -85,6 +85,13 @@ image: offline=1 with a filled cache ($CACHE/pinfetch), or recipes=DIR with a lo
         "$dest" "$mode" >> "$work/artifacts.jsonl"
 done < <(lists pins)
 
+# 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
+# and patches its archive here).
+if [ -x "$flavordir/prepare.sh" ]; then
+    EXTRA=$extra WORK=$work RELEASE=$RELEASE "$flavordir/prepare.sh" \
+        || die "flavor $FLAVOR: $flavordir/prepare.sh failed (see above); stopping before mkosi"
+fi
+
 # 3. /etc/envd-version from the binary itself, checked against the lock.
 envd_lock=$RECIPES/$(lists pins | awk '$2 == "envd" { print $1; exit }')
 envd_version=$($py "$here/lock.py" "$envd_lock" envd version) || die "envd: the lock has no version"
