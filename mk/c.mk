@@ -48,7 +48,9 @@ $(2)/$(1): $(call objs,$(1),$(3))
 -include $(patsubst %.o,%.d,$(call objs,$(1),$(3)))
 endef
 
-tools:     $(addprefix $(BUILD)/,$(TOOLS))
-san-tools: $(addprefix $(BUILD)/san/,$(TOOLS))
-units:     $(addprefix $(BUILD)/unit/,$(UNITS)) $(addprefix $(BUILD)/san/unit/,$(UNITS))
-fuzzers:   $(addprefix $(BUILD)/fuzz/,$(FUZZERS))
+# Second expansion: the fragments that fill TOOLS etc. are read after this file.
+.SECONDEXPANSION:
+tools:     $$(addprefix $$(BUILD)/,$$(TOOLS))
+san-tools: $$(addprefix $$(BUILD)/san/,$$(TOOLS))
+units:     $$(addprefix $$(BUILD)/unit/,$$(UNITS)) $$(addprefix $$(BUILD)/san/unit/,$$(UNITS))
+fuzzers:   $$(addprefix $$(BUILD)/fuzz/,$$(FUZZERS))

@@ -1,0 +1,689 @@
+#include "nft.h"
+
+#include <errno.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+
+#include "cleanup.h"
+#include "ruleset.h"
+
+#define BATCH_BUFFER   (64 * 1024)
+#define BATCH_MAX_MSGS (GUARD_MAX_PORTS + 8)
+#define MAX_RULES      128
+#define MAX_CHAINS     16
+#define ACK_WAIT_MS    2000
+#define DUMP_RETRIES   3
+/* Big enough for any dump chunk the kernel sends (it sizes them to 32 KiB at most by default; libmnl suggests 8 KiB). */
+#define NL_BUFFER      32768
+
+static void mnl_socket_closep(struct mnl_socket **nl)
+{
+	if (*nl)
+		mnl_socket_close(*nl);
+}
+
+static int open_socket(struct mnl_socket **out, struct guard_failure *failure)
+{
+	struct mnl_socket *nl;
+	int one = 1, r;
+
+	nl = mnl_socket_open(NETLINK_NETFILTER);
+	if (!nl) {
+		r = -errno;
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nfnetlink socket");
+		return r;
+	}
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		r = -errno;
+		mnl_socket_close(nl);
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nfnetlink socket");
+		return r;
+	}
+	/* Errors without a copy of the request keep every ack small. Old
+	 * kernels lack the option; acks are then merely bigger. */
+	(void)mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
+	*out = nl;
+	return 0;
+}
+
+/* ---- batches -------------------------------------------------------- */
+
+struct batch_msg {
+	uint32_t seq;
+	int msg_type;
+	bool wants_ack;
+	int status;       /* 0 pending, 1 acked, <0 the kernel's -errno */
+	char object[160];
+};
+
+struct batch {
+	char *buf;
+	struct mnl_nlmsg_batch *b;
+	struct batch_msg msg[BATCH_MAX_MSGS];
+	size_t n;
+	uint32_t seq;
+};
+
+static void batch_free(struct batch *b)
+{
+	if (b->b)
+		mnl_nlmsg_batch_stop(b->b);
+	free(b->buf);
+}
+
+static int batch_init(struct batch *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->buf = malloc(BATCH_BUFFER);
+	if (!b->buf)
+		return -ENOMEM;
+	/* Leave room for one message past the limit, as libmnl expects. */
+	b->b = mnl_nlmsg_batch_start(b->buf, BATCH_BUFFER / 2);
+	if (!b->b)
+		return -ENOMEM;
+	b->seq = (uint32_t)time(NULL);
+	return 0;
+}
+
+/* Reserves the next message slot; returns its header buffer. */
+static struct batch_msg *batch_slot(struct batch *b, int msg_type, bool wants_ack, const char *object)
+{
+	struct batch_msg *m;
+
+	if (b->n == BATCH_MAX_MSGS)
+		return NULL;
+	m = &b->msg[b->n++];
+	m->seq = b->seq++;
+	m->msg_type = msg_type;
+	m->wants_ack = wants_ack;
+	m->status = 0;
+	snprintf(m->object, sizeof(m->object), "%s", object);
+	return m;
+}
+
+static int batch_commit_slot(struct batch *b)
+{
+	/* next() is false once the limit is passed: the batch is too big. */
+	return mnl_nlmsg_batch_next(b->b) ? 0 : -E2BIG;
+}
+
+static int batch_begin(struct batch *b)
+{
+	struct batch_msg *m = batch_slot(b, NFNL_MSG_BATCH_BEGIN, false, "nftables batch");
+
+	if (!m)
+		return -E2BIG;
+	nftnl_batch_begin(mnl_nlmsg_batch_current(b->b), m->seq);
+	return batch_commit_slot(b);
+}
+
+static int batch_end(struct batch *b)
+{
+	struct batch_msg *m = batch_slot(b, NFNL_MSG_BATCH_END, false, "nftables batch");
+
+	if (!m)
+		return -E2BIG;
+	nftnl_batch_end(mnl_nlmsg_batch_current(b->b), m->seq);
+	return batch_commit_slot(b);
+}
+
+static int batch_add_table(struct batch *b, int msg_type, uint16_t flags, struct nftnl_table *t)
+{
+	struct batch_msg *m = batch_slot(b, msg_type, true, "table " GUARD_FAMILY_NAME " " GUARD_TABLE);
+	struct nlmsghdr *nlh;
+
+	if (!m)
+		return -E2BIG;
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), (uint16_t)msg_type, NFPROTO_INET,
+				    flags | NLM_F_ACK, m->seq);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	return batch_commit_slot(b);
+}
+
+static int batch_add_chain(struct batch *b, struct nftnl_chain *c)
+{
+	struct batch_msg *m = batch_slot(b, NFT_MSG_NEWCHAIN, true,
+					 "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN);
+	struct nlmsghdr *nlh;
+
+	if (!m)
+		return -E2BIG;
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), NFT_MSG_NEWCHAIN, NFPROTO_INET,
+				    NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, m->seq);
+	nftnl_chain_nlmsg_build_payload(nlh, c);
+	return batch_commit_slot(b);
+}
+
+static int batch_add_rule(struct batch *b, struct nftnl_rule *r, const char *name)
+{
+	char object[160];
+	struct batch_msg *m;
+	struct nlmsghdr *nlh;
+
+	snprintf(object, sizeof(object), "rule '%s'", name);
+	m = batch_slot(b, NFT_MSG_NEWRULE, true, object);
+	if (!m)
+		return -E2BIG;
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), NFT_MSG_NEWRULE, NFPROTO_INET,
+				    NLM_F_CREATE | NLM_F_APPEND | NLM_F_EXCL | NLM_F_ACK, m->seq);
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	return batch_commit_slot(b);
+}
+
+static struct batch_msg *batch_find(struct batch *b, uint32_t seq)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->msg[i].seq == seq)
+			return &b->msg[i];
+	return NULL;
+}
+
+static bool batch_settled(const struct batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->msg[i].status < 0)
+			return true; /* the kernel aborted the transaction */
+	for (size_t i = 0; i < b->n; i++)
+		if (b->msg[i].wants_ack && b->msg[i].status == 0)
+			return false;
+	return true;
+}
+
+/* Reads every reply queued for us and files each under the message whose
+ * sequence number it carries. */
+static int batch_read_replies(struct mnl_socket *nl, struct batch *b, uint32_t portid)
+{
+	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
+
+	for (;;) {
+		ssize_t n = recv(mnl_socket_get_fd(nl), buf, sizeof(buf), MSG_DONTWAIT);
+		int len;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno; /* ENOBUFS: acks were lost */
+		}
+		len = (int)n;
+		for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf; mnl_nlmsg_ok(nlh, len);
+		     nlh = mnl_nlmsg_next(nlh, &len)) {
+			const struct nlmsgerr *err;
+			struct batch_msg *m;
+
+			if (nlh->nlmsg_pid != portid || nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*err)))
+				return -EBADMSG;
+			err = mnl_nlmsg_get_payload(nlh);
+			m = batch_find(b, nlh->nlmsg_seq);
+			if (!m)
+				continue; /* not ours: a stale reply */
+			if (err->error < 0)
+				m->status = err->error;
+			else if (m->status == 0)
+				m->status = 1;
+		}
+	}
+}
+
+/* Sends the whole batch in one sendmsg and drains every acknowledgement,
+ * in the manner of nftables' mnl_batch_talk, but waiting until each
+ * message that asked for an ack has one (or the transaction failed). */
+static int batch_talk(struct mnl_socket *nl, struct batch *b, struct guard_failure *failure)
+{
+	uint32_t portid = mnl_socket_get_portid(nl);
+	ssize_t sent;
+	int r;
+
+	sent = mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b->b), mnl_nlmsg_batch_size(b->b));
+	if (sent < 0) {
+		r = -errno;
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN, "nftables batch");
+		return r;
+	}
+
+	for (;;) {
+		struct pollfd pfd = { .fd = mnl_socket_get_fd(nl), .events = POLLIN };
+
+		r = batch_read_replies(nl, b, portid);
+		if (r < 0) {
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN,
+					  "nftables batch acknowledgements");
+			return r;
+		}
+		if (batch_settled(b))
+			break;
+		r = poll(&pfd, 1, ACK_WAIT_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			r = r < 0 ? -errno : -ETIMEDOUT;
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN,
+					  "nftables batch: acknowledgements");
+			return r;
+		}
+	}
+
+	/* The first error in batch order is the cause; later ones follow from
+	 * the aborted transaction. */
+	for (size_t i = 0; i < b->n; i++)
+		if (b->msg[i].status < 0) {
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, b->msg[i].msg_type, "%s", b->msg[i].object);
+			return b->msg[i].status;
+		}
+	return 0;
+}
+
+static void nftnl_table_freep(struct nftnl_table **t)
+{
+	if (*t)
+		nftnl_table_free(*t);
+}
+
+static void nftnl_chain_freep(struct nftnl_chain **c)
+{
+	if (*c)
+		nftnl_chain_free(*c);
+}
+
+static void nftnl_rule_freep(struct nftnl_rule **r)
+{
+	if (*r)
+		nftnl_rule_free(*r);
+}
+
+#define _cleanup_table_ _cleanup_(nftnl_table_freep)
+#define _cleanup_chain_ _cleanup_(nftnl_chain_freep)
+#define _cleanup_rule_  _cleanup_(nftnl_rule_freep)
+
+/* add table (so the delete cannot fail), delete it with whatever it holds,
+ * then, when `config` is given, create it afresh with our chain and rules.
+ * All in one transaction: the kernel applies all of it or nothing. */
+static int build_batch(struct batch *b, const struct guard_config *config, struct guard_failure *failure)
+{
+	_cleanup_table_ struct nftnl_table *t = guard_table_new();
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	r = batch_begin(b);
+	if (r == 0)
+		r = batch_add_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, t);
+	if (r == 0)
+		r = batch_add_table(b, NFT_MSG_DELTABLE, 0, t);
+	if (r < 0)
+		return r;
+
+	if (config) {
+		_cleanup_chain_ struct nftnl_chain *c = guard_chain_new();
+
+		if (!c)
+			return -ENOMEM;
+		r = batch_add_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL, t);
+		if (r == 0)
+			r = batch_add_chain(b, c);
+		for (size_t i = 0; r == 0 && i < guard_rule_count(config); i++) {
+			_cleanup_rule_ struct nftnl_rule *rule = guard_rule_new(config, i);
+			char name[128];
+
+			if (!rule)
+				return -errno;
+			r = guard_rule_name(config, i, name, sizeof(name));
+			if (r == 0)
+				r = batch_add_rule(b, rule, name);
+		}
+		if (r < 0)
+			return r;
+	}
+	r = batch_end(b);
+	if (r < 0)
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nftables batch: too large");
+	return r;
+}
+
+static int run_batch(const struct guard_config *config, struct guard_failure *failure)
+{
+	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
+	struct batch b;
+	int r;
+
+	r = batch_init(&b);
+	if (r == 0)
+		r = build_batch(&b, config, failure);
+	if (r < 0) {
+		if (failure && !failure->object[0])
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nftables batch");
+		batch_free(&b);
+		return r;
+	}
+	r = open_socket(&nl, failure);
+	if (r == 0)
+		r = batch_talk(nl, &b, failure);
+	batch_free(&b);
+	return r;
+}
+
+int nft_guard_install(const struct guard_config *config, struct guard_failure *failure)
+{
+	return run_batch(config, failure);
+}
+
+int nft_guard_remove(struct guard_failure *failure)
+{
+	return run_batch(NULL, failure);
+}
+
+/* ---- dumps ---------------------------------------------------------- */
+
+struct live_state {
+	bool table_found;
+	uint32_t table_flags;
+	uint32_t table_use;
+	struct nftnl_chain *chain;          /* ours, if present */
+	char extra_chain[MAX_CHAINS][64];
+	size_t n_extra_chains;
+	struct nftnl_rule *rule[MAX_RULES]; /* in the kernel's order */
+	size_t n_rules;
+	size_t n_rules_dropped;
+};
+
+static void live_state_clear(struct live_state *s)
+{
+	if (s->chain)
+		nftnl_chain_free(s->chain);
+	for (size_t i = 0; i < s->n_rules; i++)
+		nftnl_rule_free(s->rule[i]);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool is_ours(const char *table)
+{
+	return table && strcmp(table, GUARD_TABLE) == 0;
+}
+
+static int table_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct live_state *s = data;
+	_cleanup_table_ struct nftnl_table *t = nftnl_table_alloc();
+
+	if (!t || nftnl_table_nlmsg_parse(nlh, t) < 0)
+		return MNL_CB_ERROR;
+	if (nftnl_table_get_u32(t, NFTNL_TABLE_FAMILY) == NFPROTO_INET &&
+	    is_ours(nftnl_table_get_str(t, NFTNL_TABLE_NAME))) {
+		s->table_found = true;
+		s->table_flags = nftnl_table_get_u32(t, NFTNL_TABLE_FLAGS);
+		s->table_use = nftnl_table_get_u32(t, NFTNL_TABLE_USE);
+	}
+	return MNL_CB_OK;
+}
+
+static int chain_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct live_state *s = data;
+	_cleanup_chain_ struct nftnl_chain *c = nftnl_chain_alloc();
+	const char *name;
+
+	if (!c || nftnl_chain_nlmsg_parse(nlh, c) < 0)
+		return MNL_CB_ERROR;
+	if (nftnl_chain_get_u32(c, NFTNL_CHAIN_FAMILY) != NFPROTO_INET ||
+	    !is_ours(nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE)))
+		return MNL_CB_OK;
+	name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	if (name && strcmp(name, GUARD_CHAIN) == 0 && !s->chain)
+		s->chain = TAKE_PTR(c);
+	else if (s->n_extra_chains < MAX_CHAINS)
+		snprintf(s->extra_chain[s->n_extra_chains++], sizeof(s->extra_chain[0]), "%s", name ? name : "?");
+	return MNL_CB_OK;
+}
+
+static int rule_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct live_state *s = data;
+	_cleanup_rule_ struct nftnl_rule *r = nftnl_rule_alloc();
+	const char *chain;
+
+	if (!r || nftnl_rule_nlmsg_parse(nlh, r) < 0)
+		return MNL_CB_ERROR;
+	chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
+	if (nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY) != NFPROTO_INET ||
+	    !is_ours(nftnl_rule_get_str(r, NFTNL_RULE_TABLE)) || !chain || strcmp(chain, GUARD_CHAIN) != 0)
+		return MNL_CB_OK; /* rules of extra chains: the chain is reported */
+	if (s->n_rules < MAX_RULES)
+		s->rule[s->n_rules++] = TAKE_PTR(r);
+	else
+		s->n_rules_dropped++;
+	return MNL_CB_OK;
+}
+
+/* One NLM_F_DUMP request of `type` for the inet family. A dump the kernel
+ * marks as interrupted (the ruleset changed meanwhile) fails with -EINTR. */
+static int dump(struct mnl_socket *nl, uint16_t type, uint32_t seq, mnl_cb_t cb, struct live_state *s)
+{
+	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
+	uint32_t portid = mnl_socket_get_portid(nl);
+	struct nlmsghdr *nlh;
+	int r;
+
+	nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
+	if (type == NFT_MSG_GETRULE) {
+		/* Ask the kernel for our table's rules only. */
+		_cleanup_rule_ struct nftnl_rule *filter = nftnl_rule_alloc();
+
+		if (!filter)
+			return -ENOMEM;
+		nftnl_rule_set_str(filter, NFTNL_RULE_TABLE, GUARD_TABLE);
+		nftnl_rule_nlmsg_build_payload(nlh, filter);
+	}
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	do {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(buf, (size_t)n, seq, portid, cb, s);
+	} while (r > MNL_CB_STOP);
+	return r < 0 ? -errno : 0;
+}
+
+static int read_live_state(struct live_state *s, struct guard_failure *failure)
+{
+	static const struct {
+		uint16_t type;
+		mnl_cb_t cb;
+		const char *what;
+	} dumps[] = {
+		{ NFT_MSG_GETTABLE, table_cb, "nftables table dump" },
+		{ NFT_MSG_GETCHAIN, chain_cb, "nftables chain dump" },
+		{ NFT_MSG_GETRULE,  rule_cb,  "nftables rule dump" },
+	};
+	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
+	uint32_t seq = (uint32_t)time(NULL);
+	int r;
+
+	r = open_socket(&nl, failure);
+	if (r < 0)
+		return r;
+	for (int attempt = 0;; attempt++) {
+		live_state_clear(s);
+		r = 0;
+		for (size_t i = 0; r == 0 && i < sizeof(dumps) / sizeof(dumps[0]); i++) {
+			r = dump(nl, dumps[i].type, seq++, dumps[i].cb, s);
+			if (r < 0)
+				guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, dumps[i].type, "%s", dumps[i].what);
+		}
+		if (r != -EINTR || attempt == DUMP_RETRIES)
+			return r;
+	}
+}
+
+/* ---- check ---------------------------------------------------------- */
+
+static void check_chain(const struct nftnl_chain *live, struct guard_findings *f)
+{
+	_cleanup_chain_ struct nftnl_chain *want = guard_chain_new();
+	const char *want_type, *live_type;
+	const char *name = "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN;
+
+	if (!want) {
+		guard_finding(f, "%s: cannot build the expected chain: out of memory", name);
+		return;
+	}
+	want_type = nftnl_chain_get_str(want, NFTNL_CHAIN_TYPE);
+	live_type = nftnl_chain_is_set(live, NFTNL_CHAIN_TYPE) ? nftnl_chain_get_str(live, NFTNL_CHAIN_TYPE) : NULL;
+	if (!live_type || strcmp(live_type, want_type) != 0)
+		guard_finding(f, "%s: type is %s, expected %s", name, live_type ? live_type : "(none)", want_type);
+	if (!nftnl_chain_is_set(live, NFTNL_CHAIN_HOOKNUM)) {
+		guard_finding(f, "%s: is not a base chain (no hook), expected hook input", name);
+		return;
+	}
+	if (nftnl_chain_get_u32(live, NFTNL_CHAIN_HOOKNUM) != nftnl_chain_get_u32(want, NFTNL_CHAIN_HOOKNUM))
+		guard_finding(f, "%s: hook is %u, expected %u (input)", name,
+			      nftnl_chain_get_u32(live, NFTNL_CHAIN_HOOKNUM), nftnl_chain_get_u32(want, NFTNL_CHAIN_HOOKNUM));
+	if (nftnl_chain_get_s32(live, NFTNL_CHAIN_PRIO) != nftnl_chain_get_s32(want, NFTNL_CHAIN_PRIO))
+		guard_finding(f, "%s: priority is %d, expected %d", name,
+			      nftnl_chain_get_s32(live, NFTNL_CHAIN_PRIO), nftnl_chain_get_s32(want, NFTNL_CHAIN_PRIO));
+	if (!nftnl_chain_is_set(live, NFTNL_CHAIN_POLICY) ||
+	    nftnl_chain_get_u32(live, NFTNL_CHAIN_POLICY) != nftnl_chain_get_u32(want, NFTNL_CHAIN_POLICY))
+		guard_finding(f, "%s: policy is %s, expected accept", name,
+			      nftnl_chain_get_u32(live, NFTNL_CHAIN_POLICY) == NF_DROP ? "drop" : "not accept");
+	if (nftnl_chain_is_set(live, NFTNL_CHAIN_FLAGS) &&
+	    (nftnl_chain_get_u32(live, NFTNL_CHAIN_FLAGS) & ~(uint32_t)NFT_CHAIN_BASE) != 0)
+		guard_finding(f, "%s: has flags 0x%x", name, nftnl_chain_get_u32(live, NFTNL_CHAIN_FLAGS));
+}
+
+static void check_rules(const struct guard_config *config, struct live_state *s, struct guard_findings *f)
+{
+	size_t want_n = guard_rule_count(config);
+	bool matched[MAX_RULES] = { false };
+	size_t first_match[GUARD_MAX_PORTS + 1];
+	bool in_order = true;
+	char want[2048], live[2048], name[128];
+
+	for (size_t i = 0; i < want_n; i++) {
+		_cleanup_rule_ struct nftnl_rule *r = guard_rule_new(config, i);
+
+		first_match[i] = SIZE_MAX;
+		if (guard_rule_name(config, i, name, sizeof(name)) < 0)
+			snprintf(name, sizeof(name), "#%zu", i + 1);
+		if (!r || guard_rule_expressions(r, want, sizeof(want)) < 0) {
+			guard_finding(f, "rule '%s': cannot build the expected rule", name);
+			continue;
+		}
+		for (size_t j = 0; j < s->n_rules; j++) {
+			if (matched[j] || guard_rule_expressions(s->rule[j], live, sizeof(live)) < 0)
+				continue;
+			if (strcmp(want, live) == 0) {
+				matched[j] = true;
+				first_match[i] = j;
+				break;
+			}
+		}
+		if (first_match[i] == SIZE_MAX)
+			guard_finding(f, "rule '%s' is missing", name);
+		else if (first_match[i] != i)
+			in_order = false;
+	}
+	for (size_t j = 0; j < s->n_rules; j++) {
+		if (matched[j])
+			continue;
+		if (guard_rule_expressions(s->rule[j], live, sizeof(live)) < 0)
+			snprintf(live, sizeof(live), "(unprintable)");
+		guard_finding(f, "unexpected rule (handle %llu) in chain " GUARD_TABLE " " GUARD_CHAIN ": %.400s",
+			      (unsigned long long)nftnl_rule_get_u64(s->rule[j], NFTNL_RULE_HANDLE), live);
+	}
+	if (s->n_rules_dropped)
+		guard_finding(f, "%zu more unexpected rules in chain " GUARD_TABLE " " GUARD_CHAIN, s->n_rules_dropped);
+	if (!in_order && f->n == 0)
+		guard_finding(f, "rules in chain " GUARD_TABLE " " GUARD_CHAIN " are not in install's order");
+}
+
+int nft_guard_check(const struct guard_config *config, struct guard_findings *findings,
+		    struct guard_failure *failure)
+{
+	_cleanup_table_ struct nftnl_table *want_table = guard_table_new();
+	struct live_state s = { 0 };
+	size_t objects;
+	int r;
+
+	if (!want_table)
+		return -ENOMEM;
+	r = read_live_state(&s, failure);
+	if (r < 0) {
+		live_state_clear(&s);
+		return r;
+	}
+	if (!s.table_found) {
+		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE " is missing");
+		live_state_clear(&s);
+		return 0;
+	}
+	if (s.table_flags != nftnl_table_get_u32(want_table, NFTNL_TABLE_FLAGS))
+		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE " has flags 0x%x%s, expected none",
+			      s.table_flags, s.table_flags & NFT_TABLE_F_DORMANT ? " (dormant: the guard is off)" : "");
+	for (size_t i = 0; i < s.n_extra_chains; i++)
+		guard_finding(findings, "unexpected chain '%s' in table " GUARD_FAMILY_NAME " " GUARD_TABLE,
+			      s.extra_chain[i]);
+	/* The table's use count covers chains, sets, maps and stateful objects;
+	 * anything beyond the chains we saw is something install never adds. */
+	objects = (s.chain ? 1 : 0) + s.n_extra_chains;
+	if (s.table_use > objects)
+		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE
+			      " holds %zu object(s) (sets, maps, ...) install does not create",
+			      (size_t)s.table_use - objects);
+	if (!s.chain) {
+		guard_finding(findings, "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN " is missing");
+	} else {
+		check_chain(s.chain, findings);
+		check_rules(config, &s, findings);
+	}
+	live_state_clear(&s);
+	return 0;
+}
+
+const char *nft_error_hint(int error, int msg_type)
+{
+	switch (error) {
+	case EPERM:
+	case EACCES:
+		return "needs CAP_NET_ADMIN";
+	case EPROTONOSUPPORT:
+		return "the kernel has no nfnetlink (CONFIG_NETFILTER_NETLINK)";
+	case EOPNOTSUPP:
+		if (msg_type == NFNL_MSG_BATCH_BEGIN || msg_type == -1 || msg_type == NFT_MSG_GETTABLE)
+			return "the kernel has no nf_tables (CONFIG_NF_TABLES, module nf_tables)";
+		return "the kernel does not support this nf_tables request";
+	case EAFNOSUPPORT:
+		return "the kernel's nf_tables lacks the inet family (CONFIG_NF_TABLES_INET)";
+	case ENOENT:
+		switch (msg_type) {
+		case NFNL_MSG_BATCH_BEGIN:
+		case -1:
+			return "the kernel has no nf_tables (CONFIG_NF_TABLES, module nf_tables)";
+		case NFT_MSG_NEWCHAIN:
+			return "the kernel lacks the inet filter chain type (CONFIG_NF_TABLES_INET)";
+		case NFT_MSG_NEWRULE:
+			return "the kernel lacks an nf_tables expression this rule needs "
+			       "(meta, cmp, payload, immediate: CONFIG_NF_TABLES, module nft_meta ...)";
+		}
+		return NULL;
+	case EBUSY:
+		return "another process owns table " GUARD_TABLE " (NFT_TABLE_F_OWNER)";
+	}
+	return NULL;
+}

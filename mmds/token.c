@@ -1,0 +1,176 @@
+/* See token.h. */
+#include "token.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#define KEY_LEN 32
+#define EXPIRY_LEN 8
+#define NONCE_LEN 16
+#define MAC_LEN 32
+#define RAW_LEN (EXPIRY_LEN + NONCE_LEN + MAC_LEN)
+
+struct token_authority {
+	EVP_MAC *mac;
+	EVP_MAC_CTX *ctx; /* keyed once; EVP_MAC_init with a NULL key reuses it */
+	uint8_t key[KEY_LEN];
+};
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static void b64url_encode(const uint8_t *in, size_t len, char *out)
+{
+	size_t o = 0, i = 0;
+	for (; i + 3 <= len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+		out[o++] = b64url[v >> 6 & 63];
+		out[o++] = b64url[v & 63];
+	}
+	if (len - i == 1) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+	} else if (len - i == 2) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = b64url[v >> 18 & 63];
+		out[o++] = b64url[v >> 12 & 63];
+		out[o++] = b64url[v >> 6 & 63];
+	}
+	out[o] = '\0';
+}
+
+static int b64url_value(char c)
+{
+	if (c >= 'A' && c <= 'Z') return c - 'A';
+	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+	if (c >= '0' && c <= '9') return c - '0' + 52;
+	if (c == '-') return 62;
+	if (c == '_') return 63;
+	return -1;
+}
+
+/* Decodes exactly TOKEN_LEN characters into RAW_LEN bytes. */
+static int b64url_decode_token(const char *in, uint8_t *out)
+{
+	size_t o = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < TOKEN_LEN; i++) {
+		int v = b64url_value(in[i]);
+		if (v < 0)
+			return -EINVAL;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o >= RAW_LEN)
+				return -EINVAL;
+			out[o++] = (uint8_t)(acc >> bits);
+		}
+	}
+	/* Unused trailing bits must be zero: one token, one spelling. */
+	if (o != RAW_LEN || (acc & ((1u << bits) - 1)))
+		return -EINVAL;
+	return 0;
+}
+
+int token_authority_new(const uint8_t *key, size_t key_len, struct token_authority **out)
+{
+	struct token_authority *ta = calloc(1, sizeof(*ta));
+	if (!ta)
+		return -ENOMEM;
+	if (key) {
+		if (key_len != KEY_LEN) {
+			free(ta);
+			return -EINVAL;
+		}
+		memcpy(ta->key, key, KEY_LEN);
+	} else if (getrandom(ta->key, KEY_LEN, 0) != KEY_LEN) {
+		int r = errno ? -errno : -EIO;
+		free(ta);
+		return r;
+	}
+
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+	ta->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	ta->ctx = ta->mac ? EVP_MAC_CTX_new(ta->mac) : NULL;
+	if (!ta->ctx || !EVP_MAC_init(ta->ctx, ta->key, KEY_LEN, params)) {
+		token_authority_free(ta);
+		return -EIO;
+	}
+	*out = ta;
+	return 0;
+}
+
+void token_authority_free(struct token_authority *ta)
+{
+	if (!ta)
+		return;
+	EVP_MAC_CTX_free(ta->ctx);
+	EVP_MAC_free(ta->mac);
+	OPENSSL_cleanse(ta->key, sizeof(ta->key));
+	free(ta);
+}
+
+static int compute_mac(struct token_authority *ta, const uint8_t *msg, size_t len, uint8_t *mac)
+{
+	size_t out_len = 0;
+	if (!EVP_MAC_init(ta->ctx, NULL, 0, NULL) || !EVP_MAC_update(ta->ctx, msg, len) ||
+	    !EVP_MAC_final(ta->ctx, mac, &out_len, MAC_LEN) || out_len != MAC_LEN)
+		return -EIO;
+	return 0;
+}
+
+int token_issue(struct token_authority *ta, unsigned ttl_seconds, uint64_t now_ms, char *out)
+{
+	uint8_t raw[RAW_LEN];
+
+	if (ttl_seconds < TOKEN_TTL_MIN || ttl_seconds > TOKEN_TTL_MAX)
+		return -ERANGE;
+	uint64_t expiry = now_ms + (uint64_t)ttl_seconds * 1000;
+	for (int i = 0; i < EXPIRY_LEN; i++)
+		raw[i] = (uint8_t)(expiry >> (56 - 8 * i));
+	if (getrandom(raw + EXPIRY_LEN, NONCE_LEN, 0) != NONCE_LEN)
+		return -EIO;
+	int r = compute_mac(ta, raw, EXPIRY_LEN + NONCE_LEN, raw + EXPIRY_LEN + NONCE_LEN);
+	if (r < 0)
+		return r;
+	b64url_encode(raw, RAW_LEN, out);
+	return 0;
+}
+
+bool token_valid(struct token_authority *ta, const char *token, size_t len, uint64_t now_ms)
+{
+	uint8_t raw[RAW_LEN], mac[MAC_LEN];
+
+	if (len != TOKEN_LEN || b64url_decode_token(token, raw) < 0)
+		return false;
+	if (compute_mac(ta, raw, EXPIRY_LEN + NONCE_LEN, mac) < 0)
+		return false;
+	if (CRYPTO_memcmp(mac, raw + EXPIRY_LEN + NONCE_LEN, MAC_LEN) != 0)
+		return false;
+	uint64_t expiry = 0;
+	for (int i = 0; i < EXPIRY_LEN; i++)
+		expiry = expiry << 8 | raw[i];
+	return now_ms < expiry;
+}
+
+uint64_t token_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

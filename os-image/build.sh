@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Build one flavor: out/<flavor>/{oci/,rootfs.ext4,manifest.json}.
+# Called by os-image/image.mk (`make flavor=...`); every knob is an
+# environment variable set there (see os-image/README.md):
+#
+#   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
+#   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
+#
+# Order matters: everything that can fail quickly (sources, pinned artifacts,
+# the envd version) runs before mkosi, which takes the time.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+py=/usr/bin/python3
+
+FLAVOR=${FLAVOR:-e2b-rt}
+DISTRO=${DISTRO:-debian}
+RELEASE=${RELEASE:-trixie}
+RECIPES=${RECIPES:-$top/recipes}
+OUT=${OUT:-$top/out/$FLAVOR}
+CACHE=${CACHE:-$top/out/cache}
+TOOLS=${TOOLS:-$top/build}
+: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
+export SOURCE_DATE_EPOCH
+
+die() { echo "image: $*" >&2; exit 1; }
+say() { echo "image: $*" >&2; }
+
+flavordir=$here/$FLAVOR
+[ -f "$flavordir/mkosi.conf" ] || die "flavor=$FLAVOR: no $flavordir/mkosi.conf (flavors: $(cd "$here" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
+[ -d "$RECIPES" ] || die "recipes=$RECIPES: not a directory"
+for t in pinfetch envd-version; do
+    [ -x "$TOOLS/$t" ] || die "$TOOLS/$t missing: run \`make tools\` first"
+done
+RECIPES=$(cd "$RECIPES" && pwd)
+
+work=$OUT/work
+extra=$work/extra
+rm -rf "$work"
+mkdir -p "$work" "$extra" "$CACHE"
+
+# 1. apt sources for mkosi (and the archive list for the manifest).
+pkgmngr=$work/pkgmngr
+srcargs=(--distro "$DISTRO" --release "$RELEASE"
+         --output "$pkgmngr/etc/apt/sources.list.d/mkosi.sources" --print-json)
+[ -n "${MIRROR:-}" ] && srcargs+=(--mirror "$MIRROR")
+[ -n "${SECURITY_MIRROR:-}" ] && srcargs+=(--security-mirror "$SECURITY_MIRROR")
+[ -n "${SNAPSHOT:-}" ] && srcargs+=(--snapshot "$SNAPSHOT")
+[ -n "${SNAPSHOT_BASE:-}" ] && srcargs+=(--snapshot-base "$SNAPSHOT_BASE")
+$py "$here/sources.py" "${srcargs[@]}" > "$work/archives.json" || die "no apt sources (see above)"
+
+install -D -m 0644 "$pkgmngr/etc/apt/sources.list.d/mkosi.sources" \
+        "$extra/etc/apt/sources.list.d/e2b.sources"
+
+# 2. Pinned artifacts, through pinfetch, before anything slow.
+lists() { # the base list, then the flavor's
+    for f in "$here/$1" "$flavordir/$1"; do
+        [ -f "$f" ] && grep -v '^[[:space:]]*\(#\|$\)' "$f"
+    done
+    return 0
+}
+pinargs=(--cache "$CACHE/pinfetch")
+[ -n "${PIN_MIRROR:-}" ] && for m in $PIN_MIRROR; do pinargs+=(--mirror "$m"); done
+[ "${OFFLINE:-0}" = 1 ] && pinargs+=(--offline)
+: > "$work/artifacts.jsonl"
+while read -r lock name dest mode; do
+    lockfile=$RECIPES/$lock
+    [ -f "$lockfile" ] || die "artifact $name: lock file $lockfile not found (recipes=$RECIPES)"
+    mkdir -p "$extra$(dirname "$dest")"
+    if ! "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --output "$extra$dest" \
+            --mode "$mode" "${pinargs[@]}"; then
+        url=$($py "$here/lock.py" "$lockfile" "$name" url 2>/dev/null || echo '?')
+        die "artifact $name ($url) could not be fetched; stopping before mkosi.
+image: supply it with pin_mirror=PREFIX (a copy of out/cache/pinfetch: PREFIX/sha256/<hex>),
+image: offline=1 with a filled cache ($CACHE/pinfetch), or recipes=DIR with a lock that points elsewhere."
+    fi
+    $py "$here/lock.py" "$lockfile" "$name" | \
+        $py -c 'import json,sys; d=json.load(sys.stdin); d["path"]=sys.argv[1]; d["mode"]=sys.argv[2]; print(json.dumps(d, sort_keys=True))' \
+        "$dest" "$mode" >> "$work/artifacts.jsonl"
+done < <(lists pins)
+
+# 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
+# and patches its archive here).
+if [ -x "$flavordir/prepare.sh" ]; then
+    EXTRA=$extra WORK=$work RELEASE=$RELEASE "$flavordir/prepare.sh" \
+        || die "flavor $FLAVOR: $flavordir/prepare.sh failed (see above); stopping before mkosi"
+fi
+
+# 3. /etc/envd-version from the binary itself, checked against the lock.
+envd_lock=$RECIPES/$(lists pins | awk '$2 == "envd" { print $1; exit }')
+envd_version=$($py "$here/lock.py" "$envd_lock" envd version) || die "envd: the lock has no version"
+mkdir -p "$extra/etc"
+"$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
+        --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
+
+# 4. Units from units/.
+mkdir -p "$extra/usr/lib/systemd/system"
+while read -r unit; do
+    [ -f "$top/units/$unit" ] || die "unit $unit: $top/units/$unit not found"
+    install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
+done < <(lists units)
+
+# 5. mkosi: packages, guest tools, users, presets. Directory output.
+# mkosi refuses a workspace inside its build sources (the repository).
+ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
+trap 'rm -rf "$ws"' EXIT
+mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
+say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
+(cd "$here" && mkosi \
+    --profile "$FLAVOR" \
+    --distribution "$DISTRO" --release "$RELEASE" \
+    --source-date-epoch "$SOURCE_DATE_EPOCH" \
+    --package-manager-tree "$pkgmngr" \
+    --extra-tree "$extra" \
+    --build-sources "$top" \
+    --package-cache-dir "$CACHE/mkosi/$DISTRO-$RELEASE" \
+    --workspace-dir "$ws" \
+    --output-dir "$work/mkosi-out" \
+    --output image \
+    ${MKOSI_ARGS:-} \
+    --force build) || die "mkosi build failed"
+
+# 6. Deterministic outputs.
+$py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
+    --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
+    --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
+    --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
+    --headroom-mb "${ROOTFS_HEADROOM_MB:-256}" || die "pack failed"
+say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

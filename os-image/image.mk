@@ -1,0 +1,42 @@
+# The product: `make [flavor=e2b-rt|e2b-ci] [release=trixie|bookworm] ...`
+# -> out/<flavor>/{oci/,rootfs.ext4,manifest.json}. See os-image/README.md.
+
+IMAGE_TARGET := image
+
+release         ?= trixie
+distro          ?= debian
+mirror          ?=
+security_mirror ?=
+snapshot        ?=
+snapshot_base   ?=
+recipes         ?= recipes
+pin_mirror      ?=
+offline         ?= 0
+out             ?= out
+cache           ?= $(out)/cache
+# Free space left in rootfs.ext4 beyond the files (MiB); pools usually grow it.
+rootfs_headroom_mb ?= 256
+
+IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
+        MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
+        SNAPSHOT='$(snapshot)' SNAPSHOT_BASE='$(snapshot_base)' \
+        RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
+        CACHE='$(abspath $(cache))' TOOLS='$(abspath $(BUILD))' \
+        ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)'
+
+.PHONY: image repro guest-tools
+image: tools
+	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh
+
+# Two builds of the same commit in separate directories (shared package
+# cache), compared byte for byte.
+repro: tools
+	$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh
+
+# Runs inside the mkosi build (os-image/mkosi.build, via mkosi-chroot): the
+# tools the guest runs, compiled against the image's own libraries with
+# mk/c.mk's flags, stripped, installed into DESTDIR.
+GUEST_TOOLS ?= envd-guard mmds-serve
+guest-tools: $(addprefix $(BUILD)/,$(GUEST_TOOLS))
+	install -d -m 0755 $(DESTDIR)/usr/local/bin
+	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/local/bin/)

@@ -1,0 +1,303 @@
+#include "lock.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key { KEY_VERSION, KEY_URL, KEY_SHA256, KEY_SIZE, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = { "version", "url", "sha256", "size" };
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct lock_error *err, unsigned line, const char *fmt, ...)
+{
+	va_list ap;
+
+	err->line = line;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+bool lock_valid_name(const char *s, size_t len)
+{
+	if (len == 0 || len > LOCK_MAX_NAME)
+		return false;
+	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+bool lock_valid_sha256(const char *s, size_t len)
+{
+	if (len != SHA256_HEX_LEN)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+int lock_parse_size(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t n = 0;
+
+	if (len == 0 || len > 19 || (s[0] == '0'))
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		n = n * 10 + (uint64_t)(s[i] - '0'); /* 19 digits cannot overflow uint64 */
+	}
+	if (n > INT64_MAX)
+		return -EINVAL;
+	*out = n;
+	return 0;
+}
+
+/* A version in a lock is a single token: the artifact's own version string,
+ * not necessarily the envd grammar (envd-version checks that separately). */
+static bool valid_version_token(const char *s, size_t len)
+{
+	if (len == 0 || len > LOCK_MAX_VERSION)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-' || c == '+' || c == '~'))
+			return false;
+	}
+	return true;
+}
+
+static bool valid_url(const char *s, size_t len)
+{
+	size_t scheme;
+
+	if (len >= 8 && memcmp(s, "https://", 8) == 0)
+		scheme = 8;
+	else if (len >= 7 && memcmp(s, "http://", 7) == 0)
+		scheme = 7;
+	else
+		return false;
+	if (len == scheme)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+static int check_complete(const struct lock_entry *e, const bool seen[KEY_COUNT], struct lock_error *err)
+{
+	for (int k = 0; k < KEY_COUNT; k++)
+		if (!seen[k] && k != KEY_SIZE)
+			return fail(err, e->line, "[%s]: missing \"%s\"", e->name, key_names[k]);
+	return 0;
+}
+
+static void entry_free(struct lock_entry *e)
+{
+	free(e->name);
+	free(e->version);
+	free(e->url);
+}
+
+void lock_free(struct lock *lock)
+{
+	for (size_t i = 0; i < lock->n; i++)
+		entry_free(&lock->entries[i]);
+	free(lock->entries);
+	lock->entries = NULL;
+	lock->n = 0;
+}
+
+const struct lock_entry *lock_find(const struct lock *lock, const char *name)
+{
+	for (size_t i = 0; i < lock->n; i++)
+		if (strcmp(lock->entries[i].name, name) == 0)
+			return &lock->entries[i];
+	return NULL;
+}
+
+static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, const char *end,
+		      unsigned lineno, struct lock_error *err)
+{
+	struct lock_entry *cur = lock->n ? &lock->entries[lock->n - 1] : NULL;
+	const char *q;
+
+	for (q = p; q < end; q++) {
+		if (*q == '\0')
+			return fail(err, lineno, "NUL byte");
+		if (*q == '\r')
+			return fail(err, lineno, "carriage return (use LF line endings)");
+		if ((unsigned char)*q < 0x20 && *q != '\t')
+			return fail(err, lineno, "control character 0x%02x", (unsigned)(unsigned char)*q);
+	}
+	if (end - p > LOCK_MAX_LINE)
+		return fail(err, lineno, "line longer than %d bytes", LOCK_MAX_LINE);
+
+	/* A comment starts at a '#' at the start of the line or after a blank;
+	 * values never contain blanks, so this is unambiguous. */
+	for (q = p; q < end; q++)
+		if (*q == '#' && (q == p || is_blank(q[-1]))) {
+			end = q;
+			break;
+		}
+	while (p < end && is_blank(*p))
+		p++;
+	while (end > p && is_blank(end[-1]))
+		end--;
+	if (p == end)
+		return 0;
+
+	if (*p == '[') {
+		const char *name = p + 1, *close = memchr(name, ']', (size_t)(end - name));
+
+		if (!close || close + 1 != end)
+			return fail(err, lineno, "malformed stanza header (expected \"[name]\")");
+		if (!lock_valid_name(name, (size_t)(close - name)))
+			return fail(err, lineno, "invalid artifact name (letters, digits, '.', '_', '-'; at most %d)",
+				    LOCK_MAX_NAME);
+		if (cur) {
+			int r = check_complete(cur, seen, err);
+			if (r < 0)
+				return r;
+		}
+		for (size_t i = 0; i < lock->n; i++)
+			if (strlen(lock->entries[i].name) == (size_t)(close - name) &&
+			    memcmp(lock->entries[i].name, name, (size_t)(close - name)) == 0)
+				return fail(err, lineno, "duplicate artifact [%s] (first on line %u)",
+					    lock->entries[i].name, lock->entries[i].line);
+		if (lock->n == LOCK_MAX_ENTRIES)
+			return fail(err, lineno, "more than %d artifacts", LOCK_MAX_ENTRIES);
+		struct lock_entry *grown = realloc(lock->entries, (lock->n + 1) * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		lock->entries = grown;
+		cur = &lock->entries[lock->n];
+		memset(cur, 0, sizeof(*cur));
+		cur->line = lineno;
+		cur->name = strndup(name, (size_t)(close - name));
+		if (!cur->name)
+			return -ENOMEM;
+		lock->n++;
+		memset(seen, 0, KEY_COUNT * sizeof(bool));
+		return 0;
+	}
+
+	/* key = value */
+	const char *key = p, *key_end = p;
+	while (key_end < end && !is_blank(*key_end) && *key_end != '=')
+		key_end++;
+	q = key_end;
+	while (q < end && is_blank(*q))
+		q++;
+	if (q == end || *q != '=' || key_end == key)
+		return fail(err, lineno, "expected \"key = value\" or \"[name]\"");
+	q++;
+	while (q < end && is_blank(*q))
+		q++;
+	const char *val = q;
+	size_t vlen = (size_t)(end - val);
+	for (const char *b = val; b < end; b++)
+		if (is_blank(*b))
+			return fail(err, lineno, "value contains a blank");
+	if (vlen == 0)
+		return fail(err, lineno, "empty value");
+
+	int k;
+	for (k = 0; k < KEY_COUNT; k++)
+		if (strlen(key_names[k]) == (size_t)(key_end - key) && memcmp(key_names[k], key, (size_t)(key_end - key)) == 0)
+			break;
+	if (k == KEY_COUNT)
+		return fail(err, lineno, "unknown key \"%.*s\" (known: version, url, sha256, size)",
+			    (int)((key_end - key) > 32 ? 32 : (key_end - key)), key);
+	if (!cur)
+		return fail(err, lineno, "\"%s\" before any [name] stanza", key_names[k]);
+	if (seen[k])
+		return fail(err, lineno, "[%s]: duplicate key \"%s\"", cur->name, key_names[k]);
+	seen[k] = true;
+
+	switch (k) {
+	case KEY_VERSION:
+		if (!valid_version_token(val, vlen))
+			return fail(err, lineno, "[%s]: invalid version (letters, digits, '.', '_', '-', '+', '~')",
+				    cur->name);
+		if (!(cur->version = strndup(val, vlen)))
+			return -ENOMEM;
+		break;
+	case KEY_URL:
+		if (!valid_url(val, vlen))
+			return fail(err, lineno, "[%s]: url must be an https:// (or http://) URL", cur->name);
+		if (!(cur->url = strndup(val, vlen)))
+			return -ENOMEM;
+		break;
+	case KEY_SHA256:
+		if (vlen != SHA256_HEX_LEN)
+			return fail(err, lineno, "[%s]: sha256 must be %d hex digits, got %zu", cur->name,
+				    SHA256_HEX_LEN, vlen);
+		if (!lock_valid_sha256(val, vlen))
+			return fail(err, lineno, "[%s]: sha256 must be lowercase hex (0-9, a-f)", cur->name);
+		memcpy(cur->sha256, val, SHA256_HEX_LEN);
+		cur->sha256[SHA256_HEX_LEN] = '\0';
+		break;
+	case KEY_SIZE:
+		if (lock_parse_size(val, vlen, &cur->size) < 0)
+			return fail(err, lineno, "[%s]: size must be a decimal byte count without leading zeros",
+				    cur->name);
+		cur->has_size = true;
+		break;
+	}
+	return 0;
+}
+
+int lock_parse(const char *buf, size_t len, struct lock *lock, struct lock_error *err)
+{
+	bool seen[KEY_COUNT] = { false };
+	const char *p = buf, *end = buf + len;
+	unsigned lineno = 0;
+	int r = 0;
+
+	lock->entries = NULL;
+	lock->n = 0;
+	err->line = 0;
+	err->msg[0] = '\0';
+	if (len > LOCK_MAX_BYTES)
+		return fail(err, 0, "larger than %d bytes", LOCK_MAX_BYTES);
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *line_end = nl ? nl : end;
+
+		lineno++;
+		r = parse_line(lock, seen, p, line_end, lineno, err);
+		if (r < 0)
+			goto out;
+		p = nl ? nl + 1 : end;
+	}
+	if (lock->n == 0) {
+		r = fail(err, 0, "no [name] stanza");
+		goto out;
+	}
+	r = check_complete(&lock->entries[lock->n - 1], seen, err);
+out:
+	if (r == -ENOMEM)
+		fail(err, lineno, "out of memory");
+	if (r < 0)
+		lock_free(lock);
+	return r;
+}

@@ -1,0 +1,3 @@
+module e2b-images/tests/envd-standin
+
+go 1.19

@@ -1,0 +1,132 @@
+// Command envd-standin is a TEST STAND-IN for E2B's envd. It is never
+// shipped: the real envd release binary cannot be downloaded on our build
+// machines, so the image tests (tests/image/) build this program, pin it in
+// a test lock and pass that lock with recipes=. It is a small Go (stdlib
+// only) program that behaves like envd where the image and the boot test can
+// observe it:
+//
+//   - `-version` prints the bare version and a newline (like envd);
+//   - it serves GET /health -> 204 on 0.0.0.0:<port> (default 49983), with no
+//     bind-address option, like envd;
+//   - unless -isnotfc is given, it performs envd's MMDS flow at start: PUT
+//     /latest/api/token with "X-metadata-token-ttl-seconds: 60", then GET /
+//     with the token and "Accept: application/json", every 50 ms until a body
+//     parses as JSON, then writes /run/e2b/.E2B_SANDBOX_ID and
+//     /run/e2b/.E2B_TEMPLATE_ID (like internal/host/mmds.go).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// version is what -version prints; the tests pin it in their lock.
+var version = "0.8.0"
+
+type mmdsOpts struct {
+	InstanceID      string `json:"instanceID"`
+	EnvID           string `json:"envID"`
+	Address         string `json:"address"`
+	AccessTokenHash string `json:"accessTokenHash"`
+}
+
+func mmdsOnce(client *http.Client, base string) (*mmdsOpts, error) {
+	req, err := http.NewRequest(http.MethodPut, base+"/latest/api/token", nil)
+	if err != nil {
+		return nil, err
+	}
+	// Sent exactly as envd writes it (non-canonical header name).
+	req.Header["X-metadata-token-ttl-seconds"] = []string{"60"}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	token, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(token) == 0 {
+		return nil, errors.New("empty token")
+	}
+	req, err = http.NewRequest(http.MethodGet, base+"/", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header["X-metadata-token"] = []string{string(token)}
+	req.Header.Set("Accept", "application/json")
+	resp, err = client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var opts mmdsOpts
+	if err := json.NewDecoder(resp.Body).Decode(&opts); err != nil {
+		return nil, err
+	}
+	return &opts, nil
+}
+
+func pollMMDS(base, runDir string) {
+	client := &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true},
+	}
+	for {
+		opts, err := mmdsOnce(client, base)
+		if err == nil {
+			if err := os.MkdirAll(runDir, 0o755); err != nil {
+				log.Printf("envd-standin: %s: %v", runDir, err)
+				return
+			}
+			for name, value := range map[string]string{
+				".E2B_SANDBOX_ID":  opts.InstanceID,
+				".E2B_TEMPLATE_ID": opts.EnvID,
+			} {
+				p := filepath.Join(runDir, name)
+				if err := os.WriteFile(p, []byte(value), 0o666); err != nil {
+					log.Printf("envd-standin: %s: %v", p, err)
+				}
+			}
+			log.Printf("envd-standin: mmds: sandbox %q template %q", opts.InstanceID, opts.EnvID)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func main() {
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	port := flag.Int("port", 49983, "port to listen on (all addresses, like envd)")
+	isNotFC := flag.Bool("isnotfc", false, "not Firecracker: skip the MMDS poll")
+	mmds := flag.String("mmds", "http://169.254.169.254", "MMDS base URL (tests only)")
+	runDir := flag.String("run-dir", "/run/e2b", "where the MMDS ids are written")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	if !*isNotFC {
+		go pollMMDS(strings.TrimRight(*mmds, "/"), *runDir)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	addr := fmt.Sprintf("0.0.0.0:%d", *port)
+	log.Printf("envd-standin %s (test stand-in, not envd) listening on %s", version, addr)
+	log.Fatal(http.ListenAndServe(addr, mux))
+}

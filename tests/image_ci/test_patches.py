@@ -1,0 +1,189 @@
+"""The code-interpreter archive: fetched through pinfetch, unpacked, patched
+per os-image/e2b-ci/PATCHES, laid out for the image; a patch that no longer
+applies stops the build and is named."""
+import re
+import shutil
+
+import pytest
+
+from conftest import FIXTURE, FLAVOR_DIR, prepare, run
+
+PATCH_NAMES = [
+    "0001-no-javascript-context-without-kernel.patch",
+    "0002-jupyter-loopback-only.patch",
+    "0003-ipython-startup-scripts-system-wide.patch",
+]
+
+
+def listed_patches(patches_file):
+    return [line.split()[0] for line in patches_file.read_text().splitlines()
+            if line and not line[0].isspace() and not line.startswith("#")]
+
+
+def test_patches_file_lists_every_patch_with_a_reason():
+    assert listed_patches(FLAVOR_DIR / "PATCHES") == PATCH_NAMES
+    assert sorted(p.name for p in (FLAVOR_DIR / "patches").glob("*.patch")) == PATCH_NAMES
+
+
+def test_fixture_says_it_is_a_stand_in():
+    assert "not E2B's code" in (FIXTURE / "README.md").read_text()
+    assert "Stand-in" in (FIXTURE / "template/server/main.py").read_text()
+
+
+def test_archive_through_pinfetch_then_prepare(tools, served_archive, tmp_path):
+    url, digest = served_archive
+    extra, work = tmp_path / "extra", tmp_path / "work"
+    dest = extra / "usr/lib/e2b-code-interpreter/source.tar.gz"
+    dest.parent.mkdir(parents=True)
+    cp = tools.run("pinfetch", "--url", url, "--sha256", digest, "--name", "code-interpreter",
+                   "--output", dest, "--cache", tmp_path / "cache")
+    assert cp.returncode == 0, cp.stderr
+    # The same URL with another digest is refused: the pin is what is trusted.
+    bad = tools.run("pinfetch", "--url", url, "--sha256", "0" * 64, "--name", "code-interpreter",
+                    "--output", tmp_path / "bad.tgz", "--no-cache")
+    assert bad.returncode == 1 and "code-interpreter" in bad.stderr
+
+    cp = run([FLAVOR_DIR / "prepare.sh", "--extra", extra, "--work", work])
+    assert cp.returncode == 0, cp.stderr
+    for name in PATCH_NAMES:
+        assert f"applied {name}" in cp.stdout
+    assert not dest.exists(), "the archive itself must not ship"
+
+    prefix = extra / "usr/lib/e2b-code-interpreter"
+    main = (prefix / "server/main.py").read_text()
+    assert '/api/kernelspecs' in main
+    assert re.search(r'if "javascript" in kernelspecs.*:\n\s+javascript_context = await create_context', main)
+    assert (prefix / "server/consts.py").is_file()
+    assert (prefix / "python/e2b_charts/__init__.py").is_file()
+    assert sorted(p.name for p in (prefix / "startup").iterdir()) == ["0002_data.py", "0003_images.py"]
+    doc = extra / "usr/share/doc/e2b-code-interpreter"
+    assert (doc / "LICENSE").read_text() == (FIXTURE / "LICENSE").read_text()
+    assert (doc / "LICENSE.e2b_charts").is_file()
+    assert (doc / "PATCHES").read_text() == (FLAVOR_DIR / "PATCHES").read_text()
+    kernel_cfg = (extra / "etc/ipython/ipython_kernel_config.py").read_text()
+    assert "/usr/lib/e2b-code-interpreter/startup/0002_data.py" in kernel_cfg
+    assert not list(extra.rglob("*.orig")) and not list(extra.rglob("*.rej"))
+
+
+class Recorder:
+    """Stands in for traitlets' config object: records `c.Section.key = v`."""
+
+    def __init__(self):
+        object.__setattr__(self, "values", {})
+
+    def __getattr__(self, section):
+        values = self.values
+
+        class Section:
+            def __setattr__(self, key, value):
+                values[f"{section}.{key}"] = value
+
+        return Section()
+
+
+def load_config(path):
+    c = Recorder()
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: c})
+    return c.values
+
+
+def test_jupyter_config_binds_loopback(fixture_archive, tmp_path):
+    archive, _ = fixture_archive
+    cp = prepare(archive, tmp_path / "extra", tmp_path / "work")
+    assert cp.returncode == 0, cp.stderr
+    cfg = load_config(tmp_path / "extra/etc/jupyter/jupyter_server_config.py")
+    assert cfg["ServerApp.ip"] == "127.0.0.1"
+    assert cfg["ServerApp.port"] == 8888
+    assert cfg["ServerApp.port_retries"] == 0
+    assert cfg["IdentityProvider.token"] == ""
+    assert cfg["ServerApp.open_browser"] is False
+    # Upstream's settings are kept (the patch only adds).
+    assert cfg["ServerApp.root_dir"] == "/home/user"
+    assert cfg["ServerApp.disable_check_xsrf"] is True
+
+
+def break_patch(flavor_dir, name):
+    p = flavor_dir / "patches" / name
+    text = p.read_text()
+    # Change one context line (a line starting with a space in a hunk).
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(" ") and line.strip():
+            lines[i] = line.rstrip("\n") + "  # drifted upstream\n"
+            break
+    else:
+        raise AssertionError("no context line")
+    p.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("name", PATCH_NAMES)
+def test_a_patch_that_no_longer_applies_fails_naming_it(name, flavor_copy, fixture_archive, tmp_path):
+    break_patch(flavor_copy, name)
+    archive, _ = fixture_archive
+    extra = tmp_path / "extra"
+    cp = prepare(archive, extra, tmp_path / "work", flavor_dir=flavor_copy)
+    assert cp.returncode == 1
+    assert f"patch {name} no longer applies" in cp.stderr
+    assert "fuzz 0" in cp.stderr
+    # Nothing was laid out for the image.
+    assert not (extra / "usr/lib/e2b-code-interpreter/server").exists()
+
+
+def test_fuzz_is_zero(flavor_copy, fixture_archive, tmp_path):
+    """A hunk whose context matches only with fuzz (one of three lines off)
+    is refused, although plain `patch` would accept it."""
+    name = PATCH_NAMES[1]
+    break_patch(flavor_copy, name)
+    archive, _ = fixture_archive
+    src = tmp_path / "src"
+    src.mkdir()
+    run(["tar", "-xzf", archive, "-C", src, "--strip-components=1"]).check_returncode()
+    lenient = run(["patch", "-p1", "--dry-run", "--batch", "-d", src], input=(flavor_copy / "patches" / name).read_text())
+    assert lenient.returncode == 0 and "fuzz" in lenient.stdout
+    strict = run([flavor_copy / "apply-patches.sh", src, flavor_copy / "PATCHES"])
+    assert strict.returncode == 1 and name in strict.stderr
+
+
+def test_an_already_applied_patch_fails(fixture_archive, tmp_path):
+    archive, _ = fixture_archive
+    src = tmp_path / "src"
+    src.mkdir()
+    run(["tar", "-xzf", archive, "-C", src, "--strip-components=1"]).check_returncode()
+    assert run([FLAVOR_DIR / "apply-patches.sh", src]).returncode == 0
+    again = run([FLAVOR_DIR / "apply-patches.sh", src])
+    assert again.returncode == 1 and f"patch {PATCH_NAMES[0]} no longer applies" in again.stderr
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace("    Upstream's server creates", "#   Upstream's server creates", 1)
+     .replace("    aborts when", "#   aborts when").replace("    server would never", "#   server would never")
+     .replace("    javascript context only", "#   javascript context only").replace("    language \"javascript\"", "#   language \"javascript\""),
+     "0001-no-javascript-context-without-kernel.patch: no reason given"),
+    (lambda t: t + "\n0001-no-javascript-context-without-kernel.patch\n    again\n", "listed twice"),
+    (lambda t: t + "\n0009-missing.patch\n    a reason\n", "0009-missing.patch: no such file"),
+    (lambda t: t.replace("0003-ipython-startup-scripts-system-wide.patch", "0003-ipython-startup-scripts-system-wide.patch reason on the same line"),
+     "the reason goes on the indented lines"),
+])
+def test_patches_format_errors(edit, message, flavor_copy, tmp_path):
+    patches = flavor_copy / "PATCHES"
+    patches.write_text(edit(patches.read_text()))
+    cp = run([flavor_copy / "apply-patches.sh", tmp_path])
+    assert cp.returncode == 2, cp.stderr
+    assert message in cp.stderr
+
+
+def test_an_unlisted_patch_file_is_refused(flavor_copy, tmp_path):
+    shutil.copy(flavor_copy / "patches" / PATCH_NAMES[0], flavor_copy / "patches" / "0099-stray.patch")
+    cp = run([flavor_copy / "apply-patches.sh", tmp_path])
+    assert cp.returncode == 2 and "0099-stray.patch: not listed" in cp.stderr
+
+
+def test_archive_with_another_layout_is_refused(tmp_path):
+    bad = tmp_path / "bad"
+    (bad / "top/template").mkdir(parents=True)
+    (bad / "top/template/README.md").write_text("not the code interpreter\n")
+    archive = tmp_path / "bad.tar.gz"
+    run(["tar", "-czf", archive, "-C", bad, "top"]).check_returncode()
+    cp = prepare(archive, tmp_path / "extra", tmp_path / "work")
+    assert cp.returncode == 1
+    assert "the archive has no LICENSE" in cp.stderr

@@ -1,0 +1,536 @@
+"""pinfetch against a real HTTP(S) server on loopback (tests/pin/pin_httpd.py),
+in the release and the ASan+UBSan builds. After every failure the destination
+is absent (or unchanged) and its directory holds no temporary file."""
+import hashlib
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import pin_httpd as httpd  # noqa: E402
+from conftest import assert_no_sanitizer_report  # noqa: E402
+
+ARTIFACT = os.urandom(3 * 1024 * 1024 + 17)  # not a multiple of any buffer size
+SHA = hashlib.sha256(ARTIFACT).hexdigest()
+OTHER = b"evil" + ARTIFACT[4:]
+OTHER_SHA = hashlib.sha256(OTHER).hexdigest()
+
+
+@pytest.fixture
+def server():
+    with httpd.Server() as s:
+        s.routes["/envd"] = httpd.body(ARTIFACT)
+        yield s
+
+
+@pytest.fixture
+def work(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    return tmp_path
+
+
+def run(tools, *args, cwd=None, timeout=120):
+    # A restrictive umask proves the output mode is explicit, not inherited.
+    return tools.run("pinfetch", *args, cwd=cwd, timeout=timeout, preexec_fn=lambda: os.umask(0o077))
+
+
+def fetch(tools, work, url, *extra, sha=SHA, dest=None):
+    dest = dest or work / "out" / "envd"
+    return run(tools, "--url", url, "--sha256", sha, "--output", dest, "--cache", work / "cache", *extra)
+
+
+def assert_failed_cleanly(cp, work, dest_name="envd", before=None, code=1):
+    """Exit code, one line on stderr, destination absent or untouched, no temp."""
+    assert cp.returncode == code, (cp.returncode, cp.stderr)
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pinfetch: "), cp.stderr
+    out = work / "out"
+    left = sorted(os.listdir(out))
+    if before is None:
+        assert left == [], f"left behind in {out}: {left}"
+    else:
+        assert left == [dest_name], f"left behind in {out}: {left}"
+        assert (out / dest_name).read_bytes() == before
+    cache = work / "cache" / "sha256"
+    if cache.is_dir():
+        for name in os.listdir(cache):
+            assert name == SHA and (cache / name).read_bytes() == ARTIFACT, f"bad cache entry {name}"
+    return lines[0]
+
+
+def assert_good(dest, mode=0o644):
+    assert dest.read_bytes() == ARTIFACT
+    assert stat.S_IMODE(dest.stat().st_mode) == mode
+    assert sorted(os.listdir(dest.parent)) == [dest.name]
+
+
+# -- good paths ------------------------------------------------------------
+
+def test_good_fetch_by_url(tools, work, server):
+    cp = fetch(tools, work, server.url("/envd"), "--size", len(ARTIFACT))
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stderr == ""  # quiet when stderr is not a terminal
+    assert_good(work / "out" / "envd")
+    assert (work / "cache" / "sha256" / SHA).read_bytes() == ARTIFACT
+
+
+def test_good_fetch_by_lock_with_mode(tools, work, server):
+    lock = work / "envd.lock"
+    lock.write_text(f"# test pin\n[envd]\nversion = 0.8.0\nurl = {server.url('/envd')}\n"
+                    f"sha256 = {SHA}\nsize = {len(ARTIFACT)}   # known\n")
+    dest = work / "out" / "envd"
+    cp = run(tools, "--lock", lock, "--name", "envd", "--output", dest, "--cache", work / "cache",
+             "--mode", "0755", "--verbose")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(dest, 0o755)
+    assert "verified" in cp.stderr
+
+
+def test_replaces_existing_destination_on_success(tools, work, server):
+    dest = work / "out" / "envd"
+    dest.write_bytes(b"old")
+    cp = fetch(tools, work, server.url("/envd"), "--no-cache")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(dest)
+    assert not (work / "cache").exists()
+
+
+def test_follows_a_redirect(tools, work, server):
+    server.routes["/latest"] = httpd.redirect("/envd", 301)
+    cp = fetch(tools, work, server.url("/latest"))
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+
+
+def test_localhost_counts_as_loopback(tools, work, server):
+    cp = fetch(tools, work, server.url("/envd", host="localhost"), "--no-cache")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+
+
+# -- failures: each leaves nothing behind ----------------------------------
+
+def test_wrong_hash_names_artifact_and_both_digests(tools, work, server):
+    server.routes["/envd"] = httpd.body(OTHER)
+    cp = fetch(tools, work, server.url("/envd"), "--name", "envd")
+    line = assert_failed_cleanly(cp, work)
+    assert line.startswith("pinfetch: envd: sha256 mismatch")
+    assert SHA in line and OTHER_SHA in line and server.url("/envd") in line
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_wrong_hash_leaves_existing_destination_untouched(tools, work, server, cache):
+    server.routes["/envd"] = httpd.body(OTHER)
+    dest = work / "out" / "envd"
+    dest.write_bytes(b"previous good copy")
+    before = os.stat(dest)
+    cp = fetch(tools, work, server.url("/envd"), *([] if cache else ["--no-cache"]))
+    assert_failed_cleanly(cp, work, before=b"previous good copy")
+    after = os.stat(dest)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_short_body_is_truncation(tools, work, server):
+    server.routes["/envd"] = httpd.short(ARTIFACT[:100000], len(ARTIFACT))
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd")), work)
+    assert "truncated" in line and str(len(ARTIFACT)) in line
+
+
+def test_close_delimited_short_body_fails_the_hash(tools, work, server):
+    server.routes["/envd"] = httpd.close_delimited(ARTIFACT[:100000])
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd")), work)
+    assert "sha256 mismatch" in line
+
+
+def test_close_delimited_short_body_fails_the_size(tools, work, server):
+    server.routes["/envd"] = httpd.close_delimited(ARTIFACT[:100000])
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--size", len(ARTIFACT)), work)
+    assert f"size mismatch: expected {len(ARTIFACT)} bytes, got 100000" in line
+
+
+def test_http_404(tools, work, server):
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/missing")), work)
+    assert "HTTP 404" in line and "/missing" in line
+
+
+def test_http_500(tools, work, server):
+    server.routes["/envd"] = httpd.status(500)
+    assert "HTTP 500" in assert_failed_cleanly(fetch(tools, work, server.url("/envd")), work)
+
+
+def test_redirect_loop(tools, work, server):
+    server.routes["/loop"] = httpd.redirect("/loop")
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/loop")), work)
+    assert "too many redirects" in line
+    assert server.hits["/loop"] == 11  # the first request and ten redirects, then stop
+
+
+def test_redirect_to_file_is_refused(tools, work, server):
+    server.routes["/envd"] = httpd.redirect("file:///etc/passwd")
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd")), work)
+    assert "redirect to file:///etc/passwd: redirect to file:// refused" in line
+
+
+def test_stalled_server_times_out(tools, work, server):
+    server.routes["/envd"] = httpd.stall()
+    t0 = time.monotonic()
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--timeout", "2"), work)
+    assert "timed out" in line
+    assert time.monotonic() - t0 < 30
+
+
+def test_over_the_size_cap_announced(tools, work, server):
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--max-size", "1000000"), work)
+    assert "size cap of 1000000 bytes" in line
+
+
+def test_over_the_size_cap_unannounced(tools, work, server):
+    server.routes["/envd"] = httpd.close_delimited(ARTIFACT)
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--max-size", "1000000"), work)
+    assert "size cap of 1000000 bytes" in line
+
+
+def test_larger_than_the_pinned_size(tools, work, server):
+    server.routes["/envd"] = httpd.close_delimited(ARTIFACT + b"tail")
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--size", len(ARTIFACT)), work)
+    assert f"more than the pinned {len(ARTIFACT)} bytes" in line
+
+
+def test_announced_size_differs_from_pin(tools, work, server):
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--size", len(ARTIFACT) - 1), work)
+    assert "size mismatch" in line
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_disk_full(tools, work, server, cache):
+    """A 1 MiB tmpfs in a private mount namespace: the write fails with ENOSPC."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a private tmpfs")
+    dest = work / "out" / "envd"
+    cache_args = ["--cache", work / "out" / "cache"] if cache else ["--no-cache"]
+    script = 'mount -t tmpfs -o size=1m tmpfs "$1" && shift && "$@"; rc=$?; ls -A "$OUT"; exit $rc'
+    cp = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(work / "out"),
+                         tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                         "--output", str(dest), *map(str, cache_args)],
+                        capture_output=True, text=True, timeout=120, env={**os.environ, "OUT": str(work / "out")})
+    assert_no_sanitizer_report(cp)
+    assert cp.returncode == 1, cp.stderr
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and "disk full" in lines[0], cp.stderr
+    # what the tmpfs held when pinfetch exited: nothing but the (empty) cache tree
+    assert set(cp.stdout.split()) <= {"cache"}, cp.stdout
+    if cache:
+        assert "No space left" in lines[0]
+
+
+def test_unwritable_destination_directory(tools, work, server):
+    cp = fetch(tools, work, server.url("/envd"), dest=work / "out" / "missing-dir" / "envd")
+    line = assert_failed_cleanly(cp, work)
+    assert "cannot create a temporary file beside" in line
+    assert server.hits["/envd"] == 0  # failed before downloading anything
+
+
+# -- cache -----------------------------------------------------------------
+
+def test_cache_hit_needs_no_server(tools, work, server):
+    assert fetch(tools, work, server.url("/envd")).returncode == 0
+    url = server.url("/envd")
+    server.stop()
+    dest2 = work / "out" / "envd2"
+    cp = fetch(tools, work, url, "--verbose", dest=dest2)
+    assert cp.returncode == 0, cp.stderr
+    assert dest2.read_bytes() == ARTIFACT and "from the cache" in cp.stderr
+    assert stat.S_IMODE(dest2.stat().st_mode) == 0o644
+
+
+def test_corrupted_cache_entry_is_dropped_and_refetched(tools, work, server):
+    assert fetch(tools, work, server.url("/envd")).returncode == 0
+    entry = work / "cache" / "sha256" / SHA
+    entry.write_bytes(OTHER)
+    (work / "out" / "envd").unlink()
+    cp = fetch(tools, work, server.url("/envd"))
+    assert cp.returncode == 0, cp.stderr
+    assert "corrupted" in cp.stderr and OTHER_SHA in cp.stderr
+    assert_good(work / "out" / "envd")
+    assert entry.read_bytes() == ARTIFACT
+    assert server.hits["/envd"] == 2
+
+
+def test_corrupted_cache_without_server_fails_cleanly(tools, work, server):
+    url = server.url("/envd")
+    server.stop()
+    entry = work / "cache" / "sha256" / SHA
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(ARTIFACT[:-1])
+    cp = fetch(tools, work, url)
+    assert cp.returncode == 1
+    assert not entry.exists()  # dropped, never handed out
+    assert sorted(os.listdir(work / "out")) == []
+    assert "corrupted" in cp.stderr
+
+
+def test_concurrent_fetches_share_one_download(tools, work, server):
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.005)  # slow enough to overlap
+    procs = []
+    for i in range(8):
+        procs.append(subprocess.Popen(
+            [tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+             "--output", str(work / "out" / f"envd{i}"), "--cache", str(work / "cache")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        assert_no_sanitizer_report(cp)
+        assert p.returncode == 0, err
+    for i in range(8):
+        assert (work / "out" / f"envd{i}").read_bytes() == ARTIFACT
+    assert sorted(os.listdir(work / "out")) == sorted(f"envd{i}" for i in range(8))
+    assert os.listdir(work / "cache" / "sha256") == [SHA]
+    assert server.hits["/envd"] == 1  # the others waited on the entry's lock
+
+
+def test_concurrent_fetches_into_one_destination(tools, work, server):
+    dest = work / "out" / "envd"
+    procs = [subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                               "--output", str(dest), "--cache", str(work / "cache")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert_good(dest)
+
+
+# -- mirrors and offline ---------------------------------------------------
+
+def file_mirror(work, data=ARTIFACT):
+    m = work / "mirror"
+    (m / "sha256").mkdir(parents=True)
+    (m / "sha256" / SHA).write_bytes(data)
+    return m
+
+
+def test_bad_mirror_then_good_mirror(tools, work, server):
+    server.routes[f"/bad/sha256/{SHA}"] = httpd.body(OTHER)
+    good = file_mirror(work)
+    server.routes["/envd"] = httpd.status(500)  # the canonical URL must not be needed
+    cp = fetch(tools, work, server.url("/envd"), "--mirror", server.url("/bad"),
+               "--mirror", f"file://{good}/")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+    assert server.hits[f"/bad/sha256/{SHA}"] == 1 and server.hits["/envd"] == 0
+    assert "sha256 mismatch" in cp.stderr and "trying the next source" in cp.stderr  # a tampered mirror is loud
+
+
+def test_missing_mirror_falls_back_to_canonical(tools, work, server):
+    cp = fetch(tools, work, server.url("/envd"), "--mirror", server.url("/nothing-here"), "--no-cache")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stderr == ""
+    assert server.hits[f"/nothing-here/sha256/{SHA}"] == 1 and server.hits["/envd"] == 1
+
+
+def test_a_cache_is_a_mirror(tools, work, server):
+    assert fetch(tools, work, server.url("/envd")).returncode == 0
+    server.routes["/envd"] = httpd.status(404)
+    server.routes[f"/m/sha256/{SHA}"] = httpd.body((work / "cache" / "sha256" / SHA).read_bytes())
+    cp = run(tools, "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "b",
+             "--no-cache", "--mirror", server.url("/m"))
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_all_sources_fail(tools, work, server):
+    server.routes["/envd"] = httpd.status(404)
+    cp = fetch(tools, work, server.url("/envd"), "--mirror", server.url("/m1"), "--mirror", server.url("/m2"))
+    line = assert_failed_cleanly(cp, work)
+    assert "HTTP 404" in line and "earlier mirrors failed too" in line
+
+
+def test_offline_uses_file_mirrors_only(tools, work, server):
+    good = file_mirror(work)
+    cp = fetch(tools, work, server.url("/envd"), "--offline", "--mirror", server.url("/m"),
+               "--mirror", f"file://{good}")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+    assert sum(server.hits.values()) == 0
+
+
+def test_offline_cache_hit(tools, work, server):
+    assert fetch(tools, work, server.url("/envd")).returncode == 0
+    cp = fetch(tools, work, server.url("/envd"), "--offline", dest=work / "out" / "again")
+    assert cp.returncode == 0, cp.stderr
+    assert server.hits["/envd"] == 1
+
+
+def test_offline_miss_fails_without_network(tools, work, server):
+    cp = fetch(tools, work, server.url("/envd"), "--offline", "--mirror", server.url("/m"))
+    line = assert_failed_cleanly(cp, work)
+    assert "offline" in line
+    assert sum(server.hits.values()) == 0
+
+
+def test_offline_bad_file_mirror(tools, work, server):
+    bad = file_mirror(work, OTHER)
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--offline", "--mirror", f"file://{bad}"),
+                                 work)
+    assert "sha256 mismatch" in line
+
+
+# -- transport policy ------------------------------------------------------
+
+@pytest.fixture
+def tls_server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = httpd.make_self_signed(d)
+    with httpd.Server(certfile=str(cert), keyfile=str(key)) as s:
+        s.routes["/envd"] = httpd.body(ARTIFACT)
+        s.cert = cert
+        yield s
+
+
+def test_https_without_a_trusted_certificate_fails(tools, work, tls_server):
+    line = assert_failed_cleanly(fetch(tools, work, tls_server.url("/envd")), work)
+    assert "TLS" in line or "certificate" in line
+
+
+def test_https_with_its_ca_file_works(tools, work, tls_server):
+    cp = fetch(tools, work, tls_server.url("/envd"), "--ca-file", tls_server.cert)
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+
+
+def test_https_redirect_to_http_is_refused(tools, work, tls_server, server):
+    tls_server.routes["/down"] = httpd.redirect(server.url("/envd"))
+    line = assert_failed_cleanly(fetch(tools, work, tls_server.url("/down"), "--ca-file", tls_server.cert,
+                                       "--allow-http"), work)
+    assert "redirect from https to plain http refused" in line
+    assert server.hits["/envd"] == 0
+
+
+@pytest.mark.parametrize("url", ["http://192.0.2.1/envd", "http://example.invalid/envd",
+                                 "http://[::ffff:127.0.0.1]/envd", "http://127.0.0.1.example.invalid/x"])
+def test_http_to_non_loopback_is_refused(tools, work, url):
+    t0 = time.monotonic()
+    line = assert_failed_cleanly(fetch(tools, work, url), work, code=2)
+    assert "plain http" in line and "--allow-http" in line
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/x"])
+def test_other_schemes_are_refused_for_the_canonical_url(tools, work, url):
+    line = assert_failed_cleanly(fetch(tools, work, url), work, code=2)
+    assert "refused" in line or "not supported" in line or "only allowed" in line
+
+
+def test_http_mirror_to_non_loopback_is_refused(tools, work, server):
+    line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--mirror", "http://192.0.2.1/m"),
+                                 work, code=2)
+    assert "--mirror http://192.0.2.1/m" in line
+
+
+# -- lock and usage errors (exit 2) ----------------------------------------
+
+@pytest.mark.parametrize("text,needle", [
+    ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA.upper() + "\n", ":4: [envd]: sha256 must be lowercase"),
+    ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA[:-1] + "\n", ":4: [envd]: sha256 must be 64"),
+    ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\n", ":1: [envd]: missing \"sha256\""),
+    ("[other]\nversion = 1\nurl = https://e.org/x\nsha256 = " + SHA + "\n", "no [envd] stanza (it has: other)"),
+])
+def test_bad_lock_is_a_usage_error(tools, work, text, needle):
+    lock = work / "bad.lock"
+    lock.write_text(text)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--output", work / "out" / "envd", "--cache", work / "cache")
+    assert cp.returncode == 2 and needle in cp.stderr, cp.stderr
+    assert os.listdir(work / "out") == []
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--url", "https://e.org/x"], ["--url", "https://e.org/x", "--sha256", SHA],
+    ["--url", "https://e.org/x", "--sha256", "abc", "--output", "o"], ["--lock", "x", "--output", "o"],
+    ["--print-pin", "https://e.org/x", "--output", "o"], ["--bogus"], ["--mode", "9", "--url", "u"],
+    ["--timeout", "0"], ["--max-size", "-1"], ["--quiet", "--verbose", "--hash", "/dev/null"],
+])
+def test_usage_errors(tools, work, args):
+    cp = run(tools, *args, cwd=work)
+    assert cp.returncode == 2, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1
+
+
+# -- print-pin, hash, progress ---------------------------------------------
+
+def test_print_pin_round_trips_through_a_lock(tools, work, server):
+    server.routes["/releases/v1.2.3/envd"] = httpd.body(ARTIFACT)
+    cp = run(tools, "--print-pin", server.url("/releases/v1.2.3/envd"))
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == (f"[envd]\nversion = 1.2.3\nurl = {server.url('/releases/v1.2.3/envd')}\n"
+                         f"sha256 = {SHA}\nsize = {len(ARTIFACT)}\n")
+    lock = work / "new.lock"
+    lock.write_text(cp.stdout)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--output", work / "out" / "envd", "--no-cache")
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+
+
+def test_print_pin_needs_a_version(tools, work, server):
+    cp = run(tools, "--print-pin", server.url("/envd"))
+    assert cp.returncode == 2 and "--version" in cp.stderr and cp.stdout == ""
+    cp = run(tools, "--print-pin", server.url("/envd"), "--version", "0.8.0", "--name", "my-envd")
+    assert cp.returncode == 0 and cp.stdout.startswith("[my-envd]\nversion = 0.8.0\n"), cp.stderr
+
+
+def test_print_pin_failure_prints_no_stanza(tools, work, server):
+    cp = run(tools, "--print-pin", server.url("/v1.0.0/gone"))
+    assert cp.returncode == 1 and cp.stdout == "" and "HTTP 404" in cp.stderr
+
+
+def test_hash_matches_sha256sum(tools, work):
+    f = work / "blob"
+    f.write_bytes(ARTIFACT)
+    cp = run(tools, "--hash", f)
+    assert cp.returncode == 0 and cp.stdout == f"{SHA}  {f}\n"
+
+
+def test_progress_bar_only_on_a_tty(tools, work, server):
+    import pty
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.01)
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                              "--output", str(work / "out" / "envd"), "--no-cache"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert p.wait(timeout=60) == 0, seen
+    finally:
+        os.close(master)
+    assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
+    assert_good(work / "out" / "envd")
+
+
+def test_shipped_locks_parse(tools, work):
+    """recipes/*.lock are valid: pinfetch gets as far as the network (refused
+    offline, with an empty cache), which it only does after parsing the lock."""
+    from conftest import ROOT
+    locks = sorted((ROOT / "recipes").glob("*.lock"))
+    assert locks, "no recipes/*.lock"
+    for lock in locks:
+        names = [l.strip()[1:-1] for l in lock.read_text().splitlines() if l.strip().startswith("[")]
+        assert names, lock
+        for name in names:
+            cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
+                     "--cache", work / "cache", "--offline")
+            assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+    assert os.listdir(work / "out") == []
