@@ -66,7 +66,8 @@ def envd_version(res):
 def no_failed_units(res):
     rep = _rep(res)
     failed = rep.get("failed_units", "").split()
-    return "failed_units" in rep and not failed, f"failed units: {failed}"
+    logs = "".join(f"\n--- {k[len('journal_'):]} ---\n{v}" for k, v in rep.items() if k.startswith("journal_"))
+    return "failed_units" in rep and not failed, f"failed units: {failed}{logs}"
 
 
 def open_port_answers(res):
@@ -133,6 +134,7 @@ def evaluate(res):
 def timing_line(res) -> str:
     rep = _rep(res)
     parts = [f"flavor={res['flavor']}", f"accel={res.get('accel')}",
+             f"kernel->envd-started={rep.get('envd_started_ms')} ms",
              f"kernel->envd-ready={rep.get('envd_ready_ms')} ms"]
     if res["flavor"] == "e2b-ci":
         parts.append(f"kernel->ci-services-ready={rep.get('ci_ready_ms')} ms")

@@ -7,7 +7,6 @@ out/boot-test/<flavor>-report.json.
 """
 import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -16,6 +15,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import checks  # noqa: E402
+import testimage  # noqa: E402
 import vm  # noqa: E402
 
 ROOT = vm.ROOT
@@ -25,19 +25,15 @@ TIMEOUT = {"e2b-rt": 300.0, "e2b-ci": 480.0}
 
 
 def image_for(flavor: str) -> pathlib.Path:
-    """out/<flavor>/rootfs.ext4, built with the tests' recipes when missing."""
+    """out/<flavor>/rootfs.ext4, (re)built with the tests' recipes when missing
+    or older than its sources (tests/boot/testimage.py)."""
     rootfs = OUT / flavor / "rootfs.ext4"
-    if rootfs.exists():
-        return rootfs
     if not (ROOT / "os-image" / flavor).is_dir():
         pytest.skip(f"{flavor}: no os-image/{flavor} in this tree yet (the flavor's own issue)")
-    builder = ROOT / "tests" / "image" / "build_test_image.sh"
-    if not builder.exists():
-        pytest.fail(f"{rootfs} missing and no {builder} to build it with the test recipes")
-    cp = subprocess.run(["bash", str(builder), flavor, str(OUT)], cwd=ROOT, capture_output=True,
-                        text=True, timeout=3600)
-    if cp.returncode != 0 or not rootfs.exists():
-        pytest.fail(f"{flavor}: image build failed:\n{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
+    if os.environ.get("E2B_BOOT_REBUILD") == "1" or testimage.stale(rootfs):
+        cp = testimage.build(flavor, OUT)
+        if cp.returncode != 0 or not rootfs.exists():
+            pytest.fail(f"{flavor}: image build failed:\n{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
     return rootfs
 
 

@@ -18,6 +18,9 @@ command -v curl > /dev/null || { report curl missing; }
 
 # 1. envd: the pool's warmup loop, verbatim budget (200 x 50 ms).
 start=$(uptime_ms)
+# When systemd started envd's process (µs since boot), for the boot figures.
+t=$(systemctl show -P ExecMainStartTimestampMonotonic envd.service 2>/dev/null)
+report envd_started_ms "$(( ${t:-0} / 1000 ))"
 code=000
 tries=0
 for i in $(seq 1 200); do
@@ -88,5 +91,9 @@ report net_config "$how"
 report_b64 net_addr_b64 "$(ip -4 -o addr show dev "$E2B_TEST_IFACE" 2>&1)"
 report httpd_local_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18080/index.html)"
 report_b64 listeners_b64 "$(ss -Hltn 2>/dev/null | awk '{print $4}' | sort | tr '\n' ' ')"
-report_b64 failed_units_b64 "$(systemctl --no-legend --plain list-units --state=failed 2>&1 | awk '{print $1}' | tr '\n' ' ')"
+failed=$(systemctl --no-legend --plain list-units --state=failed 2>&1 | awk '{print $1}' | tr '\n' ' ')
+report_b64 failed_units_b64 "$failed"
+for u in $failed; do
+	report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 15 -o cat 2>&1)"
+done
 report done 1
