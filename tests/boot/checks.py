@@ -99,6 +99,13 @@ def ci_exec(res):
     return "result=2" in out.splitlines(), f"1+1 through a kernel: {out[-300:]!r}"
 
 
+def boot_times(res):
+    rep = _rep(res)
+    names = ["envd"] + (["jupyter", "ci"] if res["flavor"] == "e2b-ci" else [])
+    got = {n: rep.get(f"ready_{n}_ms", "") for n in names}
+    return all(v.isdigit() for v in got.values()), f"first answer, ms since kernel start: {got}"
+
+
 COMMON = {
     "booted": booted,
     "guard_check": guard_check,
@@ -109,6 +116,7 @@ COMMON = {
     "mmds_requires_token": mmds_requires_token,
     "envd_version": envd_version,
     "no_failed_units": no_failed_units,
+    "boot_times": boot_times,
     "open_port_answers": open_port_answers,
     "host_cannot_reach_envd": _closed(":49983"),
     "host_cannot_reach_ci": _closed(":49999"),
@@ -135,8 +143,10 @@ def timing_line(res) -> str:
     rep = _rep(res)
     parts = [f"flavor={res['flavor']}", f"accel={res.get('accel')}",
              f"kernel->envd-started={rep.get('envd_started_ms')} ms",
-             f"kernel->envd-ready={rep.get('envd_ready_ms')} ms"]
+             f"kernel->envd-ready={rep.get('ready_envd_ms')} ms",
+             f"(probe's warmup loop done at {rep.get('envd_ready_ms')} ms)"]
     if res["flavor"] == "e2b-ci":
-        parts.append(f"kernel->ci-services-ready={rep.get('ci_ready_ms')} ms")
+        parts.append(f"kernel->jupyter-ready={rep.get('ready_jupyter_ms')} ms")
+        parts.append(f"kernel->ci-services-ready={rep.get('ready_ci_ms')} ms")
     parts.append(f"host-wall={res.get('host_wall_s')} s")
     return "boot-times: " + " ".join(parts)

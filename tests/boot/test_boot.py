@@ -21,7 +21,7 @@ import vm  # noqa: E402
 ROOT = vm.ROOT
 OUT = pathlib.Path(os.environ.get("E2B_OUT", ROOT / "out"))
 FLAVORS = ["e2b-rt", "e2b-ci"]
-TIMEOUT = {"e2b-rt": 300.0, "e2b-ci": 480.0}
+TIMEOUT = {"e2b-rt": 300.0, "e2b-ci": 600.0}
 
 
 def image_for(flavor: str) -> pathlib.Path:

@@ -166,11 +166,13 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     """What /init copies into the new root's /run: test units and tools."""
     units = dest / "systemd" / "system"
     units.mkdir(parents=True)
-    for u in ("e2b-test-mmds.service", "e2b-test-httpd.service", "e2b-test-probe.service"):
+    for u in ("e2b-test-mmds.service", "e2b-test-httpd.service", "e2b-test-probe.service",
+              "e2b-test-readiness.service"):
         shutil.copy(GUEST / u, units / u)
     for target, unit in (("multi-user.target", "e2b-test-probe.service"),
                          ("multi-user.target", "e2b-test-httpd.service"),
                          ("multi-user.target", "e2b-test-mmds.service"),
+                         ("envd.service", "e2b-test-readiness.service"),
                          ("mmds.service", "e2b-test-mmds.service"),
                          ("envd.service", "e2b-test-mmds.service")):
         wants = units / f"{target}.wants"
@@ -180,6 +182,7 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     (t / "www").mkdir(parents=True)
     shutil.copy(kin["busybox"], t / "busybox")
     shutil.copy(GUEST / "probe.sh", t / "probe.sh")
+    shutil.copy(GUEST / "readiness.sh", t / "readiness.sh")
     shutil.copy(GUEST / "jupyter_exec.py", t / "jupyter_exec.py")
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(

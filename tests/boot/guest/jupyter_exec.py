@@ -28,7 +28,7 @@ def rest(conn, method, path, body=None):
 
 
 def ws_connect(host, port, path):
-    sock = socket.create_connection((host, port), timeout=60)
+    sock = socket.create_connection((host, port), timeout=180)
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
@@ -94,7 +94,7 @@ def ws_recv(sock):
 def main():
     host, port = sys.argv[1].rsplit(":", 1)
     code = sys.argv[2]
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn = http.client.HTTPConnection(host, int(port), timeout=180)
     kernel = rest(conn, "POST", "/api/kernels", {"name": "python3"})
     try:
         sock = ws_connect(host, int(port), f"/api/kernels/{kernel['id']}/channels")
@@ -106,7 +106,7 @@ def main():
             "content": {"code": code, "silent": False, "store_history": False,
                         "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
         }))
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         result = None
         while time.monotonic() < deadline:
             msg = json.loads(ws_recv(sock))

@@ -92,6 +92,13 @@ report_b64 net_addr_b64 "$(ip -4 -o addr show dev "$E2B_TEST_IFACE" 2>&1)"
 report httpd_local_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18080/index.html)"
 report_b64 listeners_b64 "$(ss -Hltn 2>/dev/null | awk '{print $4}' | sort | tr '\n' ' ')"
 failed=$(systemctl --no-legend --plain list-units --state=failed 2>&1 | awk '{print $1}' | tr '\n' ' ')
+# Readiness times from e2b-test-readiness.service (ms since kernel start).
+names="poller-start envd"
+[ "$E2B_TEST_FLAVOR" = e2b-ci ] && names="$names jupyter ci"
+for n in $names; do
+	for i in $(seq 1 100); do [ -s "$T/ready.$n" ] && break; sleep 0.1; done
+	report "ready_${n//-/_}_ms" "$(cat "$T/ready.$n" 2>/dev/null)"
+done
 report_b64 failed_units_b64 "$failed"
 for u in $failed; do
 	report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 15 -o cat 2>&1)"
