@@ -37,15 +37,25 @@ def image_for(flavor: str) -> pathlib.Path:
     return rootfs
 
 
+_BOOTS: dict = {}  # flavor -> result or the failure: one boot per flavor per session
+
+
 @pytest.fixture(scope="module")
 def booted(request):
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespace, tap device)")
     flavor = request.param
-    rootfs = image_for(flavor)
-    res = vm.boot(flavor, rootfs, timeout=TIMEOUT[flavor], keep_logs=OUT / "boot-test")
-    print("\n" + checks.timing_line(res))
-    return res
+    if flavor not in _BOOTS:
+        try:
+            rootfs = image_for(flavor)
+            res = vm.boot(flavor, rootfs, timeout=TIMEOUT[flavor], keep_logs=OUT / "boot-test")
+            print("\n" + checks.timing_line(res))
+            _BOOTS[flavor] = res
+        except BaseException as e:  # skip/fail outcomes included: remembered, not retried
+            _BOOTS[flavor] = e
+    if isinstance(_BOOTS[flavor], BaseException):
+        raise _BOOTS[flavor]
+    return _BOOTS[flavor]
 
 
 def _check_ids():

@@ -354,6 +354,34 @@ def make_document() -> dict:
 
 def boot(flavor: str, rootfs: pathlib.Path, timeout: float = 240.0, keep_logs: pathlib.Path | None = None) -> dict:
     """Boots rootfs once; returns the probe report, host-side port checks and logs."""
+    with _terminate_as_exception():
+        return _boot(flavor, rootfs, timeout, keep_logs)
+
+
+class Terminated(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _terminate_as_exception():
+    """SIGTERM/SIGHUP unwind through the finally blocks (VM, netns, files)
+    instead of ending the process on the spot."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Terminated(f"signal {signum}")
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.Path | None) -> dict:
     rootfs = rootfs.resolve()
     if not rootfs.exists():
         raise FileNotFoundError(f"{rootfs}: no image; build it with `make flavor={flavor}`")
