@@ -11,7 +11,7 @@ registry ?=
 tag      ?=
 cert_dir ?=
 flavors  ?= $(flavor)
-boot_timeout ?= 300
+boot_timeout ?= $(if $(filter e2b-ci,$(flavor)),600,300)
 
 .PHONY: boot-test publish templates
 
