@@ -52,6 +52,7 @@ PREFIX = 24
 METADATA_ADDR = "169.254.169.254"
 OPEN_PORT = 18080            # the probe's unguarded listener (e2b-test-httpd.service)
 GUARDED = [49983, 49999, 8888]
+CI_SECONDS = 300  # wall-clock cap on the probe's e2b-ci wait (TCG)
 
 # Pool sizes (contract): small = 1 vCPU / 512 MiB, medium = 2 vCPU / 1 GiB.
 SIZES = {"e2b-rt": (1, 512), "e2b-ci": (2, 1024)}
@@ -187,7 +188,8 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={flavor}\nE2B_TEST_MMDS_DOC={MMDS_DOC_PATH}\n"
-        f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_CI_TRIES={ci_tries}\n")
+        f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_CI_TRIES={ci_tries}\n"
+        f"E2B_TEST_CI_SECONDS={CI_SECONDS}\n")
 
 
 def build_initramfs(work: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> pathlib.Path:

@@ -60,18 +60,26 @@ report_b64 envd_version_bin_b64 "$(/usr/local/bin/envd -version 2>/dev/null)"
 if [ "$E2B_TEST_FLAVOR" = e2b-ci ]; then
 	start=$(uptime_ms)
 	jup=000 ci=000
+	# The pool's budget in tries, and a wall-clock cap so that a slow
+	# emulated guest still reports (curl itself takes seconds under TCG).
 	for i in $(seq 1 $E2B_TEST_CI_TRIES); do
 		[ "$jup" = 200 ] || jup=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:8888/api/status) || true
 		[ "$ci" = 200 ] || ci=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:49999/health) || true
 		[ "$jup" = 200 ] && [ "$ci" = 200 ] && break
+		[ $(( $(uptime_ms) - start )) -gt $(( E2B_TEST_CI_SECONDS * 1000 )) ] && break
 		sleep 0.1
 	done
+	report ci_tries "$i"
 	report ci_ready_ms "$(uptime_ms)"
 	report ci_wait_ms "$(( $(uptime_ms) - start ))"
 	report jupyter_status_code "$jup"
 	report ci_health_code "$ci"
 	report_b64 ci_health_body_b64 "$(curl -s --max-time 5 http://127.0.0.1:49999/health)"
-	report_b64 jupyter_exec_b64 "$(python3 $T/jupyter_exec.py 127.0.0.1:8888 '1+1' 2>&1 | tail -n 5)"
+	report_b64 jupyter_exec_b64 "$(timeout 240 python3 $T/jupyter_exec.py 127.0.0.1:8888 '1+1' 2>&1 | tail -n 5)"
+	for u in jupyter.service code-interpreter.service; do
+		report_b64 "state_${u%%.*}_b64" "$(systemctl show -P ActiveState,SubState,NRestarts,Result "$u" 2>&1 | tr '\n' ' ')"
+		report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 12 -o cat 2>&1)"
+	done
 fi
 
 # 6. The NIC: wait for the address the host expects (from ip= on the kernel
