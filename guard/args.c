@@ -42,16 +42,16 @@ int guard_parse_ports(const char *text, struct guard_config *config, char *why, 
 			p++;
 		}
 		int len = (int)(p - start);
-		if (len == 0) {
-			if (*p == ',' || *p == '\0')
-				return fail(why, why_len, "--ports: empty entry at position %zu in '%s'",
-					    (size_t)(start - text) + 1, text);
-			return fail(why, why_len, "--ports: '%c' is not a digit, in '%s' (expected e.g. 49983,49999,8888)",
-				    *p, text);
+		if (len == 0 && (*p == ',' || *p == '\0'))
+			return fail(why, why_len, "--ports: empty entry at position %zu in '%.64s'",
+				    (size_t)(start - text) + 1, text);
+		if (*p != ',' && *p != '\0') {
+			if (*p > ' ' && *p < 0x7f)
+				return fail(why, why_len, "--ports: '%c' is not a digit, in '%.64s' (expected e.g. "
+					    GUARD_DEFAULT_PORTS ")", *p, text);
+			return fail(why, why_len, "--ports: byte 0x%02x is not a digit (expected e.g. "
+				    GUARD_DEFAULT_PORTS ")", (unsigned char)*p);
 		}
-		if (*p != ',' && *p != '\0')
-			return fail(why, why_len, "--ports: '%c' is not a digit, in '%s' (expected e.g. 49983,49999,8888)",
-				    *p, text);
 		if (len > 1 && *start == '0')
 			return fail(why, why_len, "--ports: port '%.*s' has a leading zero", len > 16 ? 16 : len, start);
 		if (value == 0 || value > 65535)

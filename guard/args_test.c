@@ -57,7 +57,8 @@ static void test_ports(void)
 	ok(ports("80x", &c) == -EINVAL && strstr(why, "'x' is not a digit"), "trailing junk rejected: %s", why);
 	ok(ports("-1", &c) == -EINVAL && strstr(why, "'-' is not a digit"), "negative rejected: %s", why);
 	ok(ports("+80", &c) == -EINVAL, "sign rejected: %s", why);
-	ok(ports(" 80", &c) == -EINVAL && ports("80 ", &c) == -EINVAL, "whitespace rejected");
+	ok(ports(" 80", &c) == -EINVAL && ports("80 ", &c) == -EINVAL && strstr(why, "byte 0x20"),
+	   "whitespace rejected: %s", why);
 	ok(ports("80,,81", &c) == -EINVAL && strstr(why, "empty entry at position 4"), "empty entry rejected: %s", why);
 	ok(ports(",80", &c) == -EINVAL && strstr(why, "empty entry at position 1"), "leading comma rejected: %s", why);
 	ok(ports("80,", &c) == -EINVAL && strstr(why, "trailing comma"), "trailing comma rejected: %s", why);

@@ -59,6 +59,12 @@ static int do_install(const struct guard_config *config)
 	char alias[INET_ADDRSTRLEN] = "?";
 	int r;
 
+	for (size_t i = 0; i < guard_rule_count(config); i++) {
+		char name[128];
+
+		if (guard_rule_name(config, i, name, sizeof(name)) == 0)
+			log_debug("install: rule %zu: %s", i + 1, name);
+	}
 	/* The table first: the alias only appears once traffic to it from
 	 * outside is already dropped. */
 	r = nft_guard_install(config, &f);

@@ -14,6 +14,7 @@
 #include <libmnl/libmnl.h>
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>
+#include <libnftnl/gen.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/table.h>
 
@@ -43,13 +44,13 @@ static int open_socket(struct mnl_socket **out, struct guard_failure *failure)
 	nl = mnl_socket_open(NETLINK_NETFILTER);
 	if (!nl) {
 		r = -errno;
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nfnetlink socket");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
 		return r;
 	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
 		r = -errno;
 		mnl_socket_close(nl);
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nfnetlink socket");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
 		return r;
 	}
 	/* Errors without a copy of the request keep every ack small. Old
@@ -98,7 +99,8 @@ static int batch_init(struct batch *b)
 	return 0;
 }
 
-/* Reserves the next message slot; returns its header buffer. */
+/* Records the next message (sequence number, type, object for messages);
+ * its bytes go to mnl_nlmsg_batch_current(). NULL when the batch is full. */
 static struct batch_msg *batch_slot(struct batch *b, int msg_type, bool wants_ack, const char *object)
 {
 	struct batch_msg *m;
@@ -122,7 +124,7 @@ static int batch_commit_slot(struct batch *b)
 
 static int batch_begin(struct batch *b)
 {
-	struct batch_msg *m = batch_slot(b, NFNL_MSG_BATCH_BEGIN, false, "nftables batch");
+	struct batch_msg *m = batch_slot(b, NFT_GUARD_MSG_BATCH, false, "nftables batch");
 
 	if (!m)
 		return -E2BIG;
@@ -132,7 +134,7 @@ static int batch_begin(struct batch *b)
 
 static int batch_end(struct batch *b)
 {
-	struct batch_msg *m = batch_slot(b, NFNL_MSG_BATCH_END, false, "nftables batch");
+	struct batch_msg *m = batch_slot(b, NFT_GUARD_MSG_BATCH, false, "nftables batch");
 
 	if (!m)
 		return -E2BIG;
@@ -253,7 +255,7 @@ static int batch_talk(struct mnl_socket *nl, struct batch *b, struct guard_failu
 	sent = mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b->b), mnl_nlmsg_batch_size(b->b));
 	if (sent < 0) {
 		r = -errno;
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN, "nftables batch");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH, "nftables batch");
 		return r;
 	}
 
@@ -262,7 +264,7 @@ static int batch_talk(struct mnl_socket *nl, struct batch *b, struct guard_failu
 
 		r = batch_read_replies(nl, b, portid);
 		if (r < 0) {
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN,
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH,
 					  "nftables batch acknowledgements");
 			return r;
 		}
@@ -273,7 +275,7 @@ static int batch_talk(struct mnl_socket *nl, struct batch *b, struct guard_failu
 			continue;
 		if (r <= 0) {
 			r = r < 0 ? -errno : -ETIMEDOUT;
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFNL_MSG_BATCH_BEGIN,
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH,
 					  "nftables batch: acknowledgements");
 			return r;
 		}
@@ -352,7 +354,7 @@ static int build_batch(struct batch *b, const struct guard_config *config, struc
 	}
 	r = batch_end(b);
 	if (r < 0)
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nftables batch: too large");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nftables batch: too large");
 	return r;
 }
 
@@ -367,7 +369,7 @@ static int run_batch(const struct guard_config *config, struct guard_failure *fa
 		r = build_batch(&b, config, failure);
 	if (r < 0) {
 		if (failure && !failure->object[0])
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, -1, "nftables batch");
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nftables batch");
 		batch_free(&b);
 		return r;
 	}
@@ -501,6 +503,45 @@ static int dump(struct mnl_socket *nl, uint16_t type, uint32_t seq, mnl_cb_t cb,
 	return r < 0 ? -errno : 0;
 }
 
+static int gen_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftnl_gen *gen = nftnl_gen_alloc();
+	uint32_t *id = data;
+
+	if (!gen)
+		return MNL_CB_ERROR;
+	if (nftnl_gen_nlmsg_parse(nlh, gen) < 0) {
+		nftnl_gen_free(gen);
+		return MNL_CB_ERROR;
+	}
+	*id = nftnl_gen_get_u32(gen, NFTNL_GEN_ID);
+	nftnl_gen_free(gen);
+	return MNL_CB_OK;
+}
+
+/* The ruleset's generation: it changes with every committed transaction. */
+static int generation(struct mnl_socket *nl, uint32_t seq, uint32_t *id)
+{
+	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
+	uint32_t portid = mnl_socket_get_portid(nl);
+	struct nlmsghdr *nlh;
+	int r;
+
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETGEN, NFPROTO_UNSPEC, NLM_F_ACK, seq);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	do {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(buf, (size_t)n, seq, portid, gen_cb, id);
+	} while (r > MNL_CB_STOP);
+	return r < 0 ? -errno : 0;
+}
+
+/* Table, chains and rules from one generation of the ruleset: the three
+ * dumps are retried if a transaction committed in between. */
 static int read_live_state(struct live_state *s, struct guard_failure *failure)
 {
 	static const struct {
@@ -512,23 +553,35 @@ static int read_live_state(struct live_state *s, struct guard_failure *failure)
 		{ NFT_MSG_GETCHAIN, chain_cb, "nftables chain dump" },
 		{ NFT_MSG_GETRULE,  rule_cb,  "nftables rule dump" },
 	};
-	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
 	uint32_t seq = (uint32_t)time(NULL);
 	int r;
 
-	r = open_socket(&nl, failure);
-	if (r < 0)
-		return r;
 	for (int attempt = 0;; attempt++) {
+		/* A fresh socket per attempt: an interrupted dump leaves the rest
+		 * of its messages queued on the old one. */
+		_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
+
+		uint32_t gen_before = 0, gen_after = 0;
+
 		live_state_clear(s);
-		r = 0;
+		r = open_socket(&nl, failure);
+		if (r == 0 && (r = generation(nl, seq++, &gen_before)) < 0)
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_MSG_GETGEN, "nftables generation");
 		for (size_t i = 0; r == 0 && i < sizeof(dumps) / sizeof(dumps[0]); i++) {
 			r = dump(nl, dumps[i].type, seq++, dumps[i].cb, s);
 			if (r < 0)
 				guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, dumps[i].type, "%s", dumps[i].what);
 		}
-		if (r != -EINTR || attempt == DUMP_RETRIES)
+		if (r == 0 && (r = generation(nl, seq++, &gen_after)) < 0)
+			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_MSG_GETGEN, "nftables generation");
+		if (r == 0 && gen_after != gen_before)
+			r = -EINTR;
+		if (r != -EINTR || attempt == DUMP_RETRIES) {
+			if (r == -EINTR)
+				guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_MSG_GETGEN,
+						  "nftables ruleset (it kept changing while being read)");
 			return r;
+		}
 	}
 }
 
@@ -665,15 +718,17 @@ const char *nft_error_hint(int error, int msg_type)
 	case EPROTONOSUPPORT:
 		return "the kernel has no nfnetlink (CONFIG_NETFILTER_NETLINK)";
 	case EOPNOTSUPP:
-		if (msg_type == NFNL_MSG_BATCH_BEGIN || msg_type == -1 || msg_type == NFT_MSG_GETTABLE)
+		if (msg_type == NFT_GUARD_MSG_BATCH || msg_type == NFT_GUARD_MSG_NONE || msg_type == NFT_MSG_GETGEN ||
+		    msg_type == NFT_MSG_GETTABLE)
 			return "the kernel has no nf_tables (CONFIG_NF_TABLES, module nf_tables)";
 		return "the kernel does not support this nf_tables request";
 	case EAFNOSUPPORT:
 		return "the kernel's nf_tables lacks the inet family (CONFIG_NF_TABLES_INET)";
 	case ENOENT:
 		switch (msg_type) {
-		case NFNL_MSG_BATCH_BEGIN:
-		case -1:
+		case NFT_GUARD_MSG_BATCH:
+		case NFT_MSG_GETGEN:
+		case NFT_GUARD_MSG_NONE:
 			return "the kernel has no nf_tables (CONFIG_NF_TABLES, module nf_tables)";
 		case NFT_MSG_NEWCHAIN:
 			return "the kernel lacks the inet filter chain type (CONFIG_NF_TABLES_INET)";

@@ -117,9 +117,11 @@ int main(void)
 
 	ok(strstr(nft_error_hint(EPERM, NFT_MSG_NEWTABLE), "CAP_NET_ADMIN") != NULL, "EPERM hint");
 	ok(strstr(nft_error_hint(ENOENT, NFT_MSG_NEWRULE), "expression") != NULL, "missing expression hint");
-	ok(strstr(nft_error_hint(EPROTONOSUPPORT, -1), "nfnetlink") != NULL, "no nfnetlink hint");
-	ok(strstr(nft_error_hint(EOPNOTSUPP, NFNL_MSG_BATCH_BEGIN), "no nf_tables") != NULL, "no nf_tables hint");
+	ok(strstr(nft_error_hint(EPROTONOSUPPORT, NFT_GUARD_MSG_NONE), "nfnetlink") != NULL, "no nfnetlink hint");
+	ok(strstr(nft_error_hint(EOPNOTSUPP, NFT_GUARD_MSG_BATCH), "no nf_tables") != NULL, "no nf_tables hint");
 	ok(strstr(nft_error_hint(EAFNOSUPPORT, NFT_MSG_NEWTABLE), "inet") != NULL, "no inet family hint");
+	ok(strstr(nft_error_hint(ENOENT, NFT_MSG_GETGEN), "no nf_tables") != NULL, "no nf_tables hint on read");
+	ok(strstr(nft_error_hint(ENOENT, NFT_MSG_NEWCHAIN), "chain type") != NULL, "missing chain type hint");
 	ok(nft_error_hint(EINVAL, NFT_MSG_NEWRULE) == NULL, "no hint where strerror says it all");
 	return tap_done();
 }

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if ((size_t)r > size - off || req.head_len + req.content_length != (size_t)r)
 			__builtin_trap();
-		if (req.path_len > req.target_len || req.target[0] != '/')
+		if (req.path_len == 0 || req.path[0] != '/')
 			__builtin_trap();
 		for (unsigned i = 0; i < req.n_headers; i++) {
 			const struct http_header *h = &req.headers[i];

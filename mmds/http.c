@@ -80,12 +80,24 @@ static int parse_request_line(const char *line, size_t len, struct http_request 
 		return -HTTP_ERR_BAD_REQUEST;
 	req->target = line + t;
 	req->target_len = i - t;
-	if (req->target[0] != '/')
-		return -HTTP_ERR_BAD_REQUEST;
 	req->path = req->target;
 	req->path_len = req->target_len;
-	for (size_t k = 0; k < req->target_len; k++)
-		if (req->target[k] == '?' || req->target[k] == '#') {
+	/* absolute-form (RFC 9112 3.2.2), as clients talking to a proxy send:
+	 * the path is what follows the authority. */
+	if (req->target_len >= 7 && strncasecmp(req->target, "http://", 7) == 0) {
+		const char *p = memchr(req->target + 7, '/', req->target_len - 7);
+		if (p) {
+			req->path = p;
+			req->path_len = req->target_len - (size_t)(p - req->target);
+		} else {
+			req->path = "/";
+			req->path_len = 1;
+		}
+	} else if (req->target[0] != '/') {
+		return -HTTP_ERR_BAD_REQUEST;
+	}
+	for (size_t k = 0; k < req->path_len; k++)
+		if (req->path[k] == '?' || req->path[k] == '#') {
 			req->path_len = k;
 			break;
 		}

@@ -29,7 +29,7 @@ struct http_request {
 	size_t method_len;
 	const char *target; /* as sent */
 	size_t target_len;
-	const char *path;   /* target without query or fragment */
+	const char *path;   /* target's path: no scheme, authority, query, fragment */
 	size_t path_len;
 	int minor_version;  /* HTTP/1.<minor> */
 	struct http_header headers[HTTP_MAX_HEADERS_CAP];

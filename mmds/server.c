@@ -48,6 +48,7 @@ struct conn {
 	uint32_t events;
 	bool control;
 	bool peer_eof;
+	bool head_method; /* answering a HEAD: headers only */
 	enum conn_state state;
 	char *in;
 	size_t in_len, in_cap;
@@ -264,7 +265,7 @@ static void conn_respond(struct conn *c, int status, const char *content_type,
 	}
 	memcpy(c->out + c->out_len, "\r\n", 2);
 	c->out_len += 2;
-	if (body_len) {
+	if (body_len && !c->head_method) {
 		memcpy(c->out + c->out_len, body, body_len);
 		c->out_len += body_len;
 	}
@@ -578,6 +579,7 @@ static size_t conn_input_cap(const struct conn *c)
 
 static void respond_parse_error(struct conn *c, int err)
 {
+	c->head_method = false;
 	int status = http_error_status(err);
 	const char *msg;
 
@@ -622,6 +624,7 @@ static size_t conn_process(struct conn *c, const char *data, size_t len)
 			respond_parse_error(c, (int)r);
 			return len;
 		}
+		c->head_method = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
 		if (c->control)
 			handle_control(c, &req);
 		else
@@ -669,6 +672,7 @@ static void conn_after_io(struct conn *c);
 static void conn_on_eof(struct conn *c)
 {
 	c->peer_eof = true;
+	c->head_method = false;
 	if (c->state == C_ACTIVE && c->in_len) {
 		/* A head whose body never fully came: answer like Firecracker. */
 		struct http_limits limits = conn_limits(c);
@@ -864,6 +868,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
  * 408. Either way the connection ends now: the client had its chance. */
 static void conn_timeout(struct conn *c)
 {
+	c->head_method = false;
 	if (c->state == C_ACTIVE && c->request_start && c->out_len == c->out_off) {
 		struct http_limits limits = conn_limits(c);
 		struct http_request req;

@@ -82,7 +82,11 @@ prefixes_done:
 	ok(parse("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bare CR in value: 400");
 	ok(parse("GET / HTTP/2.0\r\n\r\n", &req) == -HTTP_ERR_VERSION, "HTTP/2.0: 505");
 	ok(parse("GET / HTTX/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bad version: 400");
-	ok(parse("GET http://x/ HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "absolute-form: 400");
+	r = parse("GET http://169.254.169.254/latest?x HTTP/1.1\r\n\r\n", &req);
+	ok(r > 0 && req.path_len == 7 && !memcmp(req.path, "/latest", 7), "absolute-form: path after the authority");
+	r = parse("GET HTTP://h HTTP/1.1\r\n\r\n", &req);
+	ok(r > 0 && req.path_len == 1 && req.path[0] == '/', "absolute-form without a path: /");
+	ok(parse("GET ftp://x/ HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "other targets: 400");
 	ok(parse("GET  / HTTP/1.1\r\n\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "double space: 400");
 	ok(parse("garbage\r\n", &req) == -HTTP_ERR_BAD_REQUEST, "bad request line refused before the head ends");
 	ok(parse("GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\ne: 5\r\n", &req) == -HTTP_ERR_TOO_MANY_HEADERS, "too many headers: 431 early");
@@ -216,6 +220,20 @@ static void test_tokens(void)
 	ok(token_issue(ta, 60, 1000, tok2) == 0 && strcmp(tok, tok2) != 0, "nonces differ");
 	token_authority_free(ta);
 	token_authority_free(other);
+	/* RFC 4231 test cases 1 and 2 (keys within 32 bytes). */
+	uint8_t mac[32], k1[20];
+	memset(k1, 0x0b, sizeof(k1));
+	static const uint8_t want1[32] = {
+		0xb0, 0x34, 0x4c, 0x61, 0xd8, 0xdb, 0x38, 0x53, 0x5c, 0xa8, 0xaf, 0xce, 0xaf, 0x0b, 0xf1, 0x2b,
+		0x88, 0x1d, 0xc2, 0x00, 0xc9, 0x83, 0x3d, 0xa7, 0x26, 0xe9, 0x37, 0x6c, 0x2e, 0x32, 0xcf, 0xf7 };
+	ok(token_hmac_sha256(k1, sizeof(k1), (const uint8_t *)"Hi There", 8, mac) == 0 && !memcmp(mac, want1, 32),
+	   "HMAC-SHA256: RFC 4231 case 1");
+	static const uint8_t want2[32] = {
+		0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+		0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43 };
+	const char *msg2 = "what do ya want for nothing?";
+	ok(token_hmac_sha256((const uint8_t *)"Jefe", 4, (const uint8_t *)msg2, strlen(msg2), mac) == 0 &&
+	   !memcmp(mac, want2, 32), "HMAC-SHA256: RFC 4231 case 2");
 	ok(token_authority_new(NULL, 0, &ta) == 0, "random key");
 	token_authority_free(ta);
 }

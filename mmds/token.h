@@ -1,6 +1,7 @@
 /* MMDS session tokens: base64url(expiry || nonce || HMAC-SHA256(key, expiry
  * || nonce)). The key is random per start, so tokens are unforgeable and
- * die with the process; expiry is milliseconds of CLOCK_BOOTTIME. */
+ * die with the process; expiry is milliseconds of CLOCK_BOOTTIME. The
+ * expiry is authenticated, not hidden (it is no secret). */
 #ifndef MMDS_TOKEN_H
 #define MMDS_TOKEN_H
 
@@ -23,5 +24,8 @@ int token_issue(struct token_authority *ta, unsigned ttl_seconds, uint64_t now_m
 bool token_valid(struct token_authority *ta, const char *token, size_t len, uint64_t now_ms);
 
 uint64_t token_now_ms(void);
+
+/* HMAC-SHA256 with the same code, for known-answer tests. */
+int token_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t len, uint8_t *mac);
 
 #endif

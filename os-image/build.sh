@@ -5,6 +5,11 @@
 #
 #   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
 #   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
+#   PACK (0: stop after mkosi, no pack.py)
+#   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
+#   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
+#   kept under CACHE/mkosi-incremental/ and keyed by mkosi on the config;
+#   0: install every package afresh, as `make repro` does)
 #
 # Order matters: everything that can fail quickly (sources, pinned artifacts,
 # the envd version) runs before mkosi, which takes the time.
@@ -56,7 +61,7 @@ install -D -m 0644 "$pkgmngr/etc/apt/sources.list.d/mkosi.sources" \
 # 2. Pinned artifacts, through pinfetch, before anything slow.
 lists() { # the base list, then the flavor's
     for f in "$here/$1" "$flavordir/$1"; do
-        [ -f "$f" ] && grep -v '^[[:space:]]*\(#\|$\)' "$f"
+        if [ -f "$f" ]; then grep -v '^[[:space:]]*\(#\|$\)' "$f" || true; fi
     done
     return 0
 }
@@ -101,6 +106,17 @@ while read -r unit; do
     install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
 done < <(lists units)
 
+incargs=()
+if [ "${INCREMENTAL:-1}" = 1 ]; then
+    mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
+    incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
+fi
+
+if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
+    say "preflight ok: sources, pinned artifacts, envd version and units are ready in $extra"
+    exit 0
+fi
+
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
 # mkosi refuses a workspace inside its build sources (the repository).
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
@@ -118,10 +134,16 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
     --workspace-dir "$ws" \
     --output-dir "$work/mkosi-out" \
     --output image \
+    "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
     --force build) || die "mkosi build failed"
 
-# 6. Deterministic outputs.
+# 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
+# uses that to measure mkosi's own Format=oci as a peer).
+if [ "${PACK:-1}" = 0 ]; then
+    say "done (PACK=0): mkosi output in $work/mkosi-out"
+    exit 0
+fi
 $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \

@@ -14,6 +14,8 @@ pin_mirror      ?=
 offline         ?= 0
 out             ?= out
 cache           ?= $(out)/cache
+# 1: reuse mkosi's cached package installation (warm rebuilds); 0: fresh.
+incremental ?= 1
 # Free space left in rootfs.ext4 beyond the files (MiB); pools usually grow it.
 rootfs_headroom_mb ?= 256
 
@@ -22,11 +24,17 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         SNAPSHOT='$(snapshot)' SNAPSHOT_BASE='$(snapshot_base)' \
         RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(BUILD))' \
-        ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)'
+        ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
+        PACK='$(PACK)' MKOSI_ARGS='$(MKOSI_ARGS)'
 
-.PHONY: image repro guest-tools
+.PHONY: image image-preflight repro guest-tools
 image: tools
 	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh
+
+# Only the quick steps (apt sources, pinned artifacts, envd version, units):
+# what fails early in `make image`, without mkosi.
+image-preflight: tools
+	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' PREFLIGHT_ONLY=1 bash os-image/build.sh
 
 # Two builds of the same commit in separate directories (shared package
 # cache), compared byte for byte.

@@ -92,12 +92,11 @@ int cache_lock_entry(struct cache *c, const char *hex)
 	fd = openat(c->locks_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
-			int r = -errno;
-			close(fd);
-			return r;
-		}
+	if (flock(fd, LOCK_EX) < 0) {
+		/* EINTR included: a signal while waiting means stop, not retry. */
+		int r = -errno;
+		close(fd);
+		return r;
 	}
 	return fd;
 }

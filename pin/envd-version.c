@@ -71,6 +71,7 @@ struct child_result {
 	size_t len;
 	bool overflow, timed_out;
 	int status;
+	int exec_errno; /* execve() failed with this; 0 if it ran */
 };
 
 /* Runs `path -version` in its own process group with stdin from /dev/null,
@@ -79,30 +80,57 @@ struct child_result {
 static int run_version(const char *path, int timeout_ms, struct child_result *res)
 {
 	long long deadline = now_ms() + timeout_ms;
-	int pipefd[2];
+	int pipefd[2], errpipe[2];
 	pid_t pid;
 
 	memset(res, 0, sizeof(*res));
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
-	pid = fork();
-	if (pid < 0) {
+	/* Closed by a successful exec; carries errno if exec fails. */
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		int r = -errno;
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return r;
 	}
+	pid = fork();
+	if (pid < 0) {
+		int r = -errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		close(errpipe[0]);
+		close(errpipe[1]);
+		return r;
+	}
 	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDONLY);
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), e;
 		setpgid(0, 0);
-		if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(pipefd[1], STDOUT_FILENO) < 0)
+		if (devnull >= 0 && dup2(devnull, STDIN_FILENO) >= 0 && dup2(pipefd[1], STDOUT_FILENO) >= 0) {
+			signal(SIGPIPE, SIG_DFL);
+			execl(path, path, "-version", (char *)NULL);
+		}
+		e = errno;
+		if (write(errpipe[1], &e, sizeof(e)) < 0)
 			_exit(127);
-		signal(SIGPIPE, SIG_DFL);
-		execl(path, path, "-version", (char *)NULL);
 		_exit(127);
 	}
 	setpgid(pid, pid); /* both sides, so the kill below cannot race the child's setpgid */
 	close(pipefd[1]);
+	close(errpipe[1]);
+	{
+		int e = 0;
+		ssize_t n;
+		while ((n = read(errpipe[0], &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+		close(errpipe[0]);
+		if (n == (ssize_t)sizeof(e)) {
+			res->exec_errno = e;
+			close(pipefd[0]);
+			while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
+				;
+			return 0;
+		}
+	}
 
 	bool eof = false;
 	while (!eof) {
@@ -196,6 +224,10 @@ static int record_version(const char *envd, const char *expect, const char *outp
 		log_error("%s: cannot run it: %s", envd, strerror(-r));
 		return EXIT_BAD;
 	}
+	if (res.exec_errno) {
+		log_error("%s: cannot execute it: %s", envd, strerror(res.exec_errno));
+		return EXIT_BAD;
+	}
 	if (res.timed_out) {
 		log_error("%s -version: no answer within %d ms; killed", envd, timeout_ms);
 		return EXIT_BAD;
@@ -209,8 +241,7 @@ static int record_version(const char *envd, const char *expect, const char *outp
 		return EXIT_BAD;
 	}
 	if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0) {
-		log_error("%s -version: exited with status %d%s", envd, WEXITSTATUS(res.status),
-			  WEXITSTATUS(res.status) == 127 ? " (could not be executed)" : "");
+		log_error("%s -version: exited with status %d", envd, WEXITSTATUS(res.status));
 		return EXIT_BAD;
 	}
 

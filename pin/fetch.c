@@ -18,6 +18,8 @@
  * write calls per byte (CURL_MAX_READ_SIZE). */
 #define RECV_BUFFER (512 * 1024)
 
+volatile sig_atomic_t fetch_interrupted;
+
 int fetch_global_init(void)
 {
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
@@ -151,6 +153,11 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
 	uint64_t limit = t->opts->has_size ? t->opts->size : t->opts->max_size;
 	int r;
 
+	if (fetch_interrupted) {
+		t->failure = FETCH_LOCAL;
+		snprintf(t->detail, sizeof(t->detail), "interrupted");
+		return CURL_WRITEFUNC_ERROR;
+	}
 	if (!t->status_known) {
 		curl_off_t announced = -1;
 
@@ -213,7 +220,14 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
 	curl_off_t rate = 0;
 	int pct = -1;
 
-	if (t->discard)
+	/* libcurl calls this about once a second even on a silent connection,
+	 * which is what lets a signal stop a stalled transfer. */
+	if (fetch_interrupted) {
+		t->failure = FETCH_LOCAL;
+		snprintf(t->detail, sizeof(t->detail), "interrupted");
+		return 1;
+	}
+	if (t->discard || !t->opts->progress)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (t->drawn && (now.tv_sec - t->last_draw.tv_sec) * 1000000000L + (now.tv_nsec - t->last_draw.tv_nsec) <
@@ -249,6 +263,7 @@ static void describe_curl_error(struct transfer *t, CURLcode rc, const char *err
 	res->failure = FETCH_REMOTE;
 	switch (rc) {
 	case CURLE_WRITE_ERROR:
+	case CURLE_ABORTED_BY_CALLBACK:
 		if (t->failure != FETCH_OK) {
 			res->failure = t->failure;
 			say(res->detail, sizeof(res->detail), "%s", t->detail);
@@ -353,11 +368,9 @@ int fetch_url(const char *url, enum fetch_source source, int fd, const struct fe
 		curl_easy_setopt(t.curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)opts->max_size);
 		curl_easy_setopt(t.curl, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(t.curl, CURLOPT_WRITEDATA, &t);
-		if (opts->progress) {
-			curl_easy_setopt(t.curl, CURLOPT_NOPROGRESS, 0L);
-			curl_easy_setopt(t.curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-			curl_easy_setopt(t.curl, CURLOPT_XFERINFODATA, &t);
-		}
+		curl_easy_setopt(t.curl, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(t.curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(t.curl, CURLOPT_XFERINFODATA, &t);
 
 		rc = curl_easy_perform(t.curl);
 		if (t.drawn) {

@@ -8,6 +8,7 @@
 #ifndef PIN_FETCH_H
 #define PIN_FETCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,6 +45,10 @@ struct fetch_result {
 	char detail[512];
 	char final_url[1024]; /* after redirects */
 };
+
+/* Set from a signal handler: the transfer stops within about a second and
+ * fails with FETCH_LOCAL "interrupted", so the caller can clean up. */
+extern volatile sig_atomic_t fetch_interrupted;
 
 int fetch_global_init(void);
 void fetch_global_cleanup(void);

@@ -21,6 +21,19 @@ static int fail(struct lock_error *err, unsigned line, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* strndup() for a slice of a buffer that need not be NUL-terminated anywhere
+ * (strict string checks would flag strndup's strnlen past the slice). */
+static char *slice_dup(const char *s, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	if (p) {
+		memcpy(p, s, len);
+		p[len] = '\0';
+	}
+	return p;
+}
+
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t';
@@ -191,7 +204,7 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 		cur = &lock->entries[lock->n];
 		memset(cur, 0, sizeof(*cur));
 		cur->line = lineno;
-		cur->name = strndup(name, (size_t)(close - name));
+		cur->name = slice_dup(name, (size_t)(close - name));
 		if (!cur->name)
 			return -ENOMEM;
 		lock->n++;
@@ -237,13 +250,13 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 		if (!valid_version_token(val, vlen))
 			return fail(err, lineno, "[%s]: invalid version (letters, digits, '.', '_', '-', '+', '~')",
 				    cur->name);
-		if (!(cur->version = strndup(val, vlen)))
+		if (!(cur->version = slice_dup(val, vlen)))
 			return -ENOMEM;
 		break;
 	case KEY_URL:
 		if (!valid_url(val, vlen))
 			return fail(err, lineno, "[%s]: url must be an https:// (or http://) URL", cur->name);
-		if (!(cur->url = strndup(val, vlen)))
+		if (!(cur->url = slice_dup(val, vlen)))
 			return -ENOMEM;
 		break;
 	case KEY_SHA256:

@@ -49,6 +49,11 @@ struct options {
 	const char *ca_file;
 };
 
+static void on_signal(int sig)
+{
+	fetch_interrupted = sig;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -273,7 +278,14 @@ static int deliver_from_cache(struct run *run, char got[SHA256_HEX_SIZE], unsign
 
 static int commit_dest(struct run *run, const char *from)
 {
-	int r = atomic_file_commit(&run->dest);
+	int r;
+
+	if (fetch_interrupted) {
+		log_error("%s: interrupted by signal %d; %s left as it was", run->a->name, (int)fetch_interrupted,
+			  run->o->output);
+		return EXIT_FETCH;
+	}
+	r = atomic_file_commit(&run->dest);
 
 	if (r < 0) {
 		log_error("%s: cannot put %s in place: %s", run->a->name, run->o->output, strerror(-r));
@@ -351,6 +363,11 @@ static int run_fetch(struct run *run)
 			return EXIT_FETCH;
 		}
 		lock_fd = cache_lock_entry(&run->cache, a->sha256);
+		if (lock_fd == -EINTR) {
+			log_error("%s: interrupted by signal %d while waiting for the cache entry", a->name,
+				  (int)fetch_interrupted);
+			return EXIT_FETCH;
+		}
 		if (lock_fd < 0) {
 			log_error("%s: cannot lock the cache entry in %s: %s", a->name, o->cache, strerror(-lock_fd));
 			return EXIT_FETCH;
@@ -443,6 +460,11 @@ static int run_fetch(struct run *run)
 			goto out;
 		}
 
+		if (fetch_interrupted) {
+			log_error("%s: interrupted by signal %d; %s left as it was", a->name, (int)fetch_interrupted,
+				  o->output);
+			goto out;
+		}
 		last_url = sources[i];
 		last_failure = r == -EBADMSG ? FETCH_REMOTE : res.failure;
 		if (r != -EBADMSG && res.failure == FETCH_LOCAL)
@@ -460,6 +482,9 @@ static int run_fetch(struct run *run)
 		log_error("%s: %s, from %s; the artifact changed or was tampered with: do not use it, and check the "
 			  "upstream release before touching the pin",
 			  a->name, detail, last_url);
+	else if (last_url && last_failure == FETCH_LOCAL)
+		log_error("%s: %s, in %s, fetching %s; %s", a->name, detail,
+			  run->use_cache ? run->cache.entries : o->output, last_url, hint_for(last_failure));
 	else if (last_url)
 		log_error("%s: %s, from %s; %s%s", a->name, detail, last_url, hint_for(last_failure),
 			  failed_mirrors ? " (earlier mirrors failed too: --verbose shows why)" : "");
@@ -681,6 +706,13 @@ int main(int argc, char **argv)
 	log_init(argv[0]);
 	log_set_max_priority(LOG_WARNING);
 	signal(SIGPIPE, SIG_IGN);
+	/* No SA_RESTART: a signal breaks a blocking flock() or read(), the
+	 * transfer notices the flag, and the normal failure path cleans up. */
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
 	log_set_max_priority(o.quiet ? LOG_ERR : o.verbose ? LOG_DEBUG : LOG_WARNING);

@@ -76,11 +76,13 @@ def test_guard_drops_from_outside_allows_lo(tools, net):
     before = net.nft("list", "ruleset").stdout
     assert before == USER_TABLE
 
+    # Dual-stack listeners, and one on the MMDS address bound with
+    # IP_FREEBIND (as mmds.socket does), so it serves once the alias exists.
     net.listen(*(f":::{p}" for p in (*GUARDED, UNGUARDED)), f"{ALIAS}:80")
 
-    # Control: unguarded, the peer reaches every listener port.
+    # Control: unguarded, the peer reaches every guarded port, v4 and v6.
     targets = [f"{GUEST_V4}:{p}" for p in GUARDED]
-    assert set(net.probe(net.peer, *targets).values()) == {"connected"}
+    assert set(net.probe(net.peer, *targets, f"[{GUEST_V6}]:{GUARDED[0]}").values()) == {"connected"}
 
     cp = installed(tools, net)
     assert "installed table inet e2b_guard (4 rules)" in cp.stderr

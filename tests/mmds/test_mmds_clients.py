@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import BUILD, ROOT
-from fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
+from mmds_fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
 from mmds_helpers import MMDS_IP
 
 ACCESS_TOKEN = "e2b-access-token-for-tests"

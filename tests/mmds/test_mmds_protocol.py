@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
-from mmds_helpers import read_response
+from mmds_fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
+from mmds_helpers import http_raw, read_response
 
 DOC = {
     "instanceID": "sbx-1234",
@@ -147,6 +147,19 @@ def test_other_methods_405(mmds, curl, method):
     assert r.headers["allow"] == "GET, PUT"
     if method != "HEAD":
         assert r.body == "Not allowed HTTP method."
+
+
+def test_head_gets_no_body_and_keeps_framing(mmds, netns):
+    mmds(document=DOC)
+    s = netns.connect()
+    s.sendall(b"HEAD / HTTP/1.1\r\n\r\n"
+              b"PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 5\r\nConnection: close\r\n\r\n")
+    out = http_raw(s, b"")
+    s.close()
+    head, _, rest = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 405 ") and b"Allow: GET, PUT" in head and b"Content-Length: 24" in head
+    # No body followed the HEAD answer: the next bytes are the next answer.
+    assert rest.startswith(b"HTTP/1.1 200 "), rest
 
 
 def test_v1_tokens_optional(mmds, curl):

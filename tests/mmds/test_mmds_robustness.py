@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
+from mmds_fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
 from mmds_helpers import http_raw, read_response
 
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT, assert_no_sanitizer_report
-from fixtures import curl, netns  # noqa: F401  (fixtures)
+from mmds_fixtures import curl, netns  # noqa: F401  (fixtures)
 
 
 def test_socket_activation_and_notify(tools, netns, curl, tmp_path):

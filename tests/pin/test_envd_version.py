@@ -192,7 +192,7 @@ def test_not_an_executable_format(tools, tmp_path, root):
     p.write_bytes(b"\x7fELF garbage")
     p.chmod(0o755)
     cp = record(tools, p, root / "envd-version")
-    assert cp.returncode == 1 and "could not be executed" in cp.stderr, cp.stderr
+    assert cp.returncode == 1 and "cannot execute it: Exec format error" in cp.stderr, cp.stderr
     assert_nothing_written(root)
 
 

@@ -495,13 +495,14 @@ def test_hash_matches_sha256sum(tools, work):
     assert cp.returncode == 0 and cp.stdout == f"{SHA}  {f}\n"
 
 
-def test_progress_bar_only_on_a_tty(tools, work, server):
+@pytest.mark.parametrize("quiet", [False, True], ids=["tty", "tty-quiet"])
+def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
     import pty
     server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.01)
     master, slave = pty.openpty()
     try:
         p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
-                              "--output", str(work / "out" / "envd"), "--no-cache"],
+                              "--output", str(work / "out" / "envd"), "--no-cache", *(["--quiet"] if quiet else [])],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
         os.close(slave)
         seen = b""
@@ -516,7 +517,10 @@ def test_progress_bar_only_on_a_tty(tools, work, server):
         assert p.wait(timeout=60) == 0, seen
     finally:
         os.close(master)
-    assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
+    if quiet:
+        assert seen == b"", seen
+    else:
+        assert b"\r" in seen and b"%" in seen and b"MiB" in seen, seen
     assert_good(work / "out" / "envd")
 
 
@@ -534,3 +538,68 @@ def test_shipped_locks_parse(tools, work):
                      "--cache", work / "cache", "--offline")
             assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
     assert os.listdir(work / "out") == []
+
+
+# -- without O_TMPFILE: named temporary files must not survive either ------
+
+NO_TMPFILE = {**os.environ, "PIN_TEST_NO_O_TMPFILE": "1"}
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_named_temp_good_fetch(tools, work, server, cache):
+    cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "envd",
+                   *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=NO_TMPFILE)
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+    if cache:
+        assert os.listdir(work / "cache" / "sha256") == [SHA]
+
+
+@pytest.mark.parametrize("route", ["wrong-hash", "short", "404", "stall"])
+def test_named_temp_failures_leave_nothing(tools, work, server, route):
+    server.routes["/envd"] = {"wrong-hash": httpd.body(OTHER), "short": httpd.short(ARTIFACT[:5000], len(ARTIFACT)),
+                              "404": httpd.status(404), "stall": httpd.stall()}[route]
+    dest = work / "out" / "envd"
+    dest.write_bytes(b"old")
+    for cache in (["--cache", work / "cache"], ["--no-cache"]):
+        cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", dest,
+                       "--timeout", "1", *cache, env=NO_TMPFILE)
+        assert_failed_cleanly(cp, work, before=b"old")
+        if (work / "cache" / "sha256").is_dir():
+            assert os.listdir(work / "cache" / "sha256") == []
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["o_tmpfile", "named-temp"])
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_signal_mid_download_leaves_nothing(tools, work, server, named, cache):
+    server.routes["/envd"] = httpd.stall(first=ARTIFACT[:200000], announce=len(ARTIFACT))
+    temp_dir = work / "cache" / "sha256" if cache else work / "out"
+    p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                          "--output", str(work / "out" / "envd"),
+                          *(["--cache", str(work / "cache")] if cache else ["--no-cache"])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=NO_TMPFILE if named else os.environ)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.hits["/envd"] and (not named or any(n.startswith(".") for n in os.listdir(temp_dir)
+                                                      if temp_dir.is_dir())):
+            break
+        time.sleep(0.05)
+    else:
+        p.kill()
+        pytest.fail("pinfetch never started the transfer")
+    time.sleep(0.3)
+    p.terminate()
+    out, err = p.communicate(timeout=20)
+    assert_no_sanitizer_report(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    assert p.returncode == 1 and "interrupted by signal 15" in err, err
+    assert os.listdir(work / "out") == []
+    if cache:
+        assert os.listdir(work / "cache" / "sha256") == []
+
+
+def test_destination_that_is_a_directory(tools, work, server):
+    (work / "out" / "envd").mkdir()
+    cp = fetch(tools, work, server.url("/envd"))
+    assert cp.returncode == 1 and "Is a directory" in cp.stderr, cp.stderr
+    assert server.hits["/envd"] == 0 and os.listdir(work / "out" / "envd") == []

@@ -1,0 +1,361 @@
+"""The built e2b-rt image: its tree, OCI layout, ext4 image and manifest.
+
+One real mkosi build (the `built` session fixture), then checks against the
+tree mkosi produced, the OCI layer that was packed from it, and the ext4
+image, with real tools (skopeo, umoci, e2fsck, debugfs, systemctl --root,
+chroot).
+"""
+import configparser
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import stat
+import subprocess
+import tarfile
+
+import pytest
+
+from image_helpers import (  # noqa: F401  (fixtures are used by name)
+    FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
+    test_recipes, write_lock,
+)
+
+GUARDED_UNITS = ("envd.service", "mmds.socket", "mmds.service")
+
+
+def unit(tree, name) -> configparser.ConfigParser:
+    """A unit file from the image, parsed (repeated keys joined by spaces)."""
+    path = tree / "usr/lib/systemd/system" / name
+    assert path.is_file(), f"{name} not installed in /usr/lib/systemd/system"
+    cp = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",),
+                                   comment_prefixes=("#", ";"))
+    cp.optionxform = str
+    merged = {}
+    section = None
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            section = s[1:-1]
+            merged.setdefault(section, {})
+            continue
+        k, _, v = s.partition("=")
+        d = merged[section]
+        d[k.strip()] = (d.get(k.strip(), "") + " " + v.strip()).strip()
+    cp.read_dict(merged)
+    return cp
+
+
+def words(cp, section, key):
+    return cp.get(section, key, fallback="").split()
+
+
+@pytest.fixture(scope="module")
+def tree(built):
+    assert built.tree.is_dir()
+    return built.tree
+
+
+@pytest.fixture(scope="module")
+def layer(built):
+    """{name: TarInfo} of the OCI layer, plus the tarfile for content reads."""
+    m = built.manifest["outputs"]["oci"]
+    blob = built.dir / "oci/blobs/sha256" / m["layers"][0]["digest"].split(":")[1]
+    t = tarfile.open(blob, "r:gz")
+    members = {mi.name: mi for mi in t.getmembers()}
+    yield members, t
+    t.close()
+
+
+# --- outputs -------------------------------------------------------------
+
+def test_outputs_exist(built):
+    for p in ("oci/index.json", "oci/oci-layout", "rootfs.ext4", "manifest.json"):
+        assert (built.dir / p).is_file(), p
+
+
+def test_oci_layout_passes_skopeo(built):
+    if not shutil.which("skopeo"):
+        pytest.skip("skopeo not installed")
+    cp = subprocess.run(["skopeo", "inspect", f"oci:{built.dir / 'oci'}:latest"],
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    info = json.loads(cp.stdout)
+    oci = built.manifest["outputs"]["oci"]
+    assert info["Digest"] == oci["manifest"]["digest"]
+    assert info["Layers"] == [oci["layers"][0]["digest"]]
+    assert info["Architecture"] == "amd64" and info["Os"] == "linux"
+    cfg = subprocess.run(["skopeo", "inspect", "--config", f"oci:{built.dir / 'oci'}:latest"],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(cfg.stdout)["rootfs"]["diff_ids"] == [oci["layers"][0]["diff_id"]]
+
+
+def test_oci_layout_passes_umoci(built):
+    if not shutil.which("umoci"):
+        pytest.skip("umoci not installed")
+    cp = subprocess.run(["umoci", "stat", "--image", f"{built.dir / 'oci'}:latest"],
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_oci_blobs_match_their_digests(built):
+    blobs = built.dir / "oci/blobs/sha256"
+    for b in blobs.iterdir():
+        assert sha256_file(b) == b.name, f"blob {b.name} does not hash to its name"
+    index = json.loads((built.dir / "oci/index.json").read_text())
+    (entry,) = index["manifests"]
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == "latest"
+    manifest_blob = blobs / entry["digest"].split(":")[1]
+    assert entry["size"] == manifest_blob.stat().st_size
+
+
+def test_ext4_passes_e2fsck(built):
+    img = built.dir / "rootfs.ext4"
+    cp = subprocess.run(["e2fsck", "-fn", str(img)], capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+
+
+def debugfs(img, request):
+    return subprocess.run(["debugfs", "-R", request, str(img)], capture_output=True,
+                          text=True, timeout=120).stdout
+
+
+def test_ext4_holds_the_image(built, standin):
+    img = built.dir / "rootfs.ext4"
+    assert debugfs(img, "cat /etc/envd-version") == standin[1]
+    st = debugfs(img, "stat /usr/local/bin/envd")
+    assert re.search(r"Mode:\s+0755", st), st
+    assert re.search(r"User:\s+0\s+Group:\s+0", st), st
+    home = debugfs(img, "stat /home/user")
+    assert re.search(r"User:\s+1000\s+Group:\s+1000", home), home
+    sudo = debugfs(img, "stat /etc/sudoers.d/user")
+    assert re.search(r"Mode:\s+0440", sudo), sudo
+    # Times are the commit's, not the build's.
+    epoch = built.manifest["source_date_epoch"]
+    assert f"ctime: 0x{epoch:08x}" in st and f"mtime: 0x{epoch:08x}" in st, st
+
+
+def test_ext4_superblock_is_fixed(built):
+    img = built.dir / "rootfs.ext4"
+    sb = subprocess.run(["dumpe2fs", "-h", str(img)], capture_output=True, text=True,
+                        timeout=60).stdout
+    m = built.manifest["outputs"]["rootfs.ext4"]
+    assert f"Filesystem UUID:          {m['uuid']}" in sb
+    assert "orphan_file" not in sb and "metadata_csum_seed" not in sb
+
+
+# --- manifest ------------------------------------------------------------
+
+def test_manifest_fields(built, standin):
+    m = built.manifest
+    assert (m["flavor"], m["distro"], m["release"]) == (FLAVOR, "debian", "trixie")
+    suites = {s["suite"]: s for s in m["archive"]["suites"]}
+    assert set(suites) == {"trixie", "trixie-updates", "trixie-security"}
+    for s in suites.values():
+        assert re.fullmatch(r"[0-9a-f]{64}", s["inrelease_sha256"] or ""), s
+        assert s["date"], s
+    pkgs = {p["name"]: p["version"] for p in m["packages"]}
+    for name in ("systemd", "sudo", "libnftnl11", "libjansson4", "socat", "iptables"):
+        assert pkgs.get(name), f"{name} missing from manifest packages"
+    status = (built.tree / "var/lib/dpkg/status").read_text()
+    installed = re.findall(r"^Package: (\S+)\n(?:.+\n)*?Status: install ok installed", status, re.M)
+    assert sorted(set(installed)) == sorted(pkgs)
+    (envd,) = [a for a in m["artifacts"] if a["name"] == "envd"]
+    assert envd["sha256"] == sha256_file(standin[0])
+    assert envd["path"] == "/usr/local/bin/envd" and envd["version"] == standin[1].strip()
+    o = m["outputs"]
+    assert o["rootfs.ext4"]["sha256"] == sha256_file(built.dir / "rootfs.ext4")
+    layer = o["oci"]["layers"][0]
+    blob = built.dir / "oci/blobs/sha256" / layer["digest"].split(":")[1]
+    assert layer["size"] == blob.stat().st_size
+
+
+def test_layer_within_size_target(built):
+    size = built.manifest["outputs"]["oci"]["layers"][0]["size"]
+    assert size <= 60 * 1024 * 1024, f"compressed layer {size / 2**20:.1f} MiB > 60 MiB"
+
+
+# --- contents ------------------------------------------------------------
+
+def test_envd_version_matches_binary(tree, standin):
+    assert (tree / "etc/envd-version").read_text() == standin[1]
+    out = subprocess.run([str(tree / "usr/local/bin/envd"), "-version"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    assert out == (tree / "etc/envd-version").read_text()
+
+
+def test_binaries_and_modes(layer, standin):
+    members, t = layer
+    for name in ("usr/local/bin/envd", "usr/local/bin/envd-guard", "usr/local/bin/mmds-serve"):
+        mi = members[name]
+        assert mi.isfile() and stat.S_IMODE(mi.mode) == 0o755 and (mi.uid, mi.gid) == (0, 0), name
+    data = t.extractfile(members["usr/local/bin/envd"]).read()
+    assert hashlib.sha256(data).hexdigest() == sha256_file(standin[0])
+    for name in ("etc/shadow", "etc/gshadow"):
+        assert stat.S_IMODE(members[name].mode) & 0o007 == 0, name
+
+
+def test_guest_tools_link_against_image_libraries(tree):
+    """Compiled inside the image: they run there (chroot), with its libc."""
+    for tool, arg in (("envd-guard", "--help"), ("mmds-serve", "--help")):
+        cp = subprocess.run(["chroot", str(tree), f"/usr/local/bin/{tool}", arg],
+                            capture_output=True, text=True, timeout=30)
+        assert "error while loading shared libraries" not in cp.stderr, cp.stderr
+        assert "not found" not in cp.stderr, cp.stderr
+        assert cp.returncode in (0, 2), (tool, cp.returncode, cp.stderr)
+    needed = subprocess.run(["readelf", "-d", str(tree / "usr/local/bin/envd-guard")],
+                            capture_output=True, text=True, check=True).stdout
+    assert "libnftnl.so" in needed and "libmnl.so" in needed
+
+
+def test_units_installed_ordered_and_guard_required(tree):
+    envd = unit(tree, "envd.service")
+    assert words(envd, "Service", "ExecStart")[0] == "/usr/local/bin/envd"
+    assert "-isnotfc" not in words(envd, "Service", "ExecStart")
+    assert "envd-guard.service" in words(envd, "Unit", "Requires")
+    assert "envd-guard.service" in words(envd, "Unit", "After")
+    assert {"mmds.socket", "mmds.service"} <= set(words(envd, "Unit", "After"))
+    assert envd.get("Service", "Restart") == "always"
+    for name in GUARDED_UNITS:
+        u = unit(tree, name)
+        assert "envd-guard.service" in words(u, "Unit", "Requires"), name
+        assert "envd-guard.service" in words(u, "Unit", "After"), name
+    guard = unit(tree, "envd-guard.service")
+    assert words(guard, "Service", "ExecStart")[0] == "/usr/local/bin/envd-guard"
+
+
+def test_units_enabled(tree):
+    for name in ("envd-guard.service", "mmds.socket", "envd.service"):
+        cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", name],
+                            capture_output=True, text=True, timeout=30)
+        assert cp.stdout.strip() == "enabled", (name, cp.stdout, cp.stderr)
+        # ... and by the symlink its [Install] section asks for.
+        u = unit(tree, name)
+        for target in words(u, "Install", "WantedBy"):
+            link = tree / "etc/systemd/system" / f"{target}.wants" / name
+            assert link.is_symlink(), link
+            dest = pathlib.Path(os.readlink(link))
+            assert dest.name == name
+            assert (tree / str(dest).lstrip("/")).is_file() or \
+                   (tree / "usr" / str(dest).lstrip("/")).is_file(), dest
+
+
+def enabled_units(tree):
+    names = set()
+    for base in ("etc/systemd/system", "usr/lib/systemd/system"):
+        for wants in (tree / base).glob("*.wants"):
+            names.update(p.name for p in wants.iterdir())
+        for wants in (tree / base).glob("*.requires"):
+            names.update(p.name for p in wants.iterdir())
+    return names
+
+
+def unit_path(tree, name):
+    for base in ("etc/systemd/system", "usr/lib/systemd/system", "lib/systemd/system"):
+        p = tree / base / name
+        if p.exists():
+            return p
+    return None
+
+
+LOOPBACK = re.compile(r"^(127\.[0-9.]+|\[::1\]|localhost)(:\d+)?$")
+
+
+def test_no_stray_listeners(tree):
+    """Every enabled socket unit listens on a unix/netlink socket, loopback, or
+    (mmds.socket only) 169.254.169.254, which the guard protects."""
+    offenders = []
+    for name in sorted(enabled_units(tree)):
+        if not name.endswith(".socket"):
+            continue
+        p = unit_path(tree, name)
+        assert p is not None, name
+        for line in p.read_text().splitlines():
+            k, _, v = line.strip().partition("=")
+            if k not in ("ListenStream", "ListenDatagram", "ListenSequentialPacket"):
+                continue
+            v = v.strip()
+            if not v or v.startswith("/") or v.startswith("@") or LOOPBACK.match(v):
+                continue
+            if name == "mmds.socket" and v == "169.254.169.254:80":
+                continue
+            offenders.append(f"{name}: {k}={v}")
+    assert not offenders, offenders
+    # No daemons that listen on the network by default.
+    for path in ("usr/sbin/sshd", "usr/sbin/inetd", "usr/sbin/rpcbind", "usr/sbin/avahi-daemon",
+                 "usr/sbin/exim4", "usr/sbin/dnsmasq", "usr/sbin/nginx"):
+        assert not (tree / path).exists(), path
+    pkgs = set(re.findall(r"^Package: (\S+)", (tree / "var/lib/dpkg/status").read_text(), re.M))
+    assert not pkgs & {"openssh-server", "avahi-daemon", "rpcbind", "exim4-daemon-light",
+                       "postfix", "dnsmasq", "cups"}
+    # resolved: the loopback stub only, no LLMNR/mDNS responders.
+    conf = "\n".join(p.read_text() for p in (tree / "etc/systemd/resolved.conf.d").glob("*.conf"))
+    assert "LLMNR=no" in conf and "MulticastDNS=no" in conf
+
+
+def test_user_home_and_sudo(built, tree, layer):
+    passwd = {l.split(":")[0]: l.split(":") for l in (tree / "etc/passwd").read_text().splitlines()}
+    user = passwd["user"]
+    assert user[2:4] == ["1000", "1000"] and user[5:7] == ["/home/user", "/bin/bash"]
+    shadow = {l.split(":")[0]: l.split(":") for l in (tree / "etc/shadow").read_text().splitlines()}
+    epoch_day = str(built.manifest["source_date_epoch"] // 86400)
+    assert shadow["user"][2] == epoch_day and shadow["root"][2] == epoch_day, "shadow dates"
+    group = {l.split(":")[0]: l.split(":") for l in (tree / "etc/group").read_text().splitlines()}
+    assert group["user"][2] == "1000"
+    members, _ = layer
+    home = members["home/user"]
+    assert home.isdir() and (home.uid, home.gid) == (1000, 1000)
+    rule = members["etc/sudoers.d/user"]
+    assert stat.S_IMODE(rule.mode) == 0o440 and (rule.uid, rule.gid) == (0, 0)
+    cp = subprocess.run(["chroot", str(tree), "visudo", "-c"], capture_output=True, text=True,
+                        timeout=30)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    cp = subprocess.run(["chroot", str(tree), "sudo", "-n", "-l", "-U", "user"],
+                        capture_output=True, text=True, timeout=30)
+    assert "NOPASSWD: ALL" in cp.stdout, cp.stdout + cp.stderr
+
+
+def test_no_docs_caches_logs_or_machine_id(tree):
+    assert not any((tree / "usr/share/man").rglob("*")) if (tree / "usr/share/man").exists() else True
+    docs = [p for p in (tree / "usr/share/doc").rglob("*") if p.is_file()] \
+        if (tree / "usr/share/doc").exists() else []
+    assert all(p.name == "copyright" for p in docs), [str(p) for p in docs if p.name != "copyright"][:5]
+    assert not [p for p in (tree / "var/lib/apt/lists").rglob("*") if p.is_file()]
+    assert not [p for p in (tree / "var/cache/apt").rglob("*") if p.is_file()]
+    assert not [p for p in (tree / "var/log").rglob("*") if p.is_file()]
+    assert not (tree / "var/cache/ldconfig/aux-cache").exists()
+    assert (tree / "etc/machine-id").read_text() == ""
+    assert not (tree / "var/lib/dbus/machine-id").exists()
+    locales = tree / "usr/share/locale"
+    assert not locales.exists() or not any(p.is_file() for p in locales.rglob("*"))
+
+
+def test_apt_sources_are_the_build_sources(tree):
+    files = sorted(p.name for p in (tree / "etc/apt/sources.list.d").iterdir())
+    assert files == ["e2b.sources"]
+    text = (tree / "etc/apt/sources.list.d/e2b.sources").read_text()
+    assert "debian-debug" not in text and "deb-src" not in text
+    assert "Suites: trixie trixie-updates" in text
+
+
+# --- reproducibility -----------------------------------------------------
+
+def test_second_build_is_identical(built, test_recipes):
+    """A second build of the same commit, in another directory, with the warm
+    caches, gives the same OCI manifest/config/layer digests and ext4 bytes.
+    (`make repro` does the stricter variant: two builds without the cached
+    package installation.)"""
+    out2 = ROOT / "out" / "test-image-2"
+    shutil.rmtree(out2, ignore_errors=True)
+    cp = make_image(out2, test_recipes)
+    assert cp.returncode == 0, cp.stderr[-6000:]
+    cmp = subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/compare.py"),
+                          str(built.dir), str(out2 / FLAVOR)],
+                         capture_output=True, text=True, timeout=600)
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    assert "repro: identical" in cmp.stdout
+    shutil.rmtree(out2, ignore_errors=True)
