@@ -48,3 +48,6 @@ GUEST_TOOLS ?= envd-guard mmds-serve
 guest-tools: $(addprefix $(BUILD)/,$(GUEST_TOOLS))
 	install -d -m 0755 $(DESTDIR)/usr/local/bin
 	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/local/bin/)
+
+# Flavor-specific helper targets (e.g. os-image/e2b-ci/e2b-ci.mk: ci-patch-check).
+-include os-image/e2b-ci/e2b-ci.mk

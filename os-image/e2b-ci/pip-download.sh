@@ -38,7 +38,7 @@ fi
 
 mkdir -p "$out/wheels" "$out/constraints"
 for f in "${files[@]}"; do
-	PYTHONHASHSEED=0 /usr/bin/python3 -m pip download --quiet --disable-pip-version-check \
+	PYTHONHASHSEED=0 /usr/bin/python3 -m pip download --isolated --quiet --disable-pip-version-check \
 		--no-cache-dir --retries 1 --timeout 20 --index-url "$index" \
 		--require-hashes --no-deps --only-binary :all: \
 		--implementation cp --python-version "$pyver" --abi "cp${pyver/./}" \

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from conftest import FLAVOR_DIR, ROOT, run
+from ci_helpers import FLAVOR_DIR, ROOT, run
+from ci_helpers import fixture_archive  # noqa: F401 (fixtures)
 
 CHECK = FLAVOR_DIR / "check-constraints.py"
 H1 = "a" * 64
@@ -109,7 +110,7 @@ def test_pip_refuses_unhashed_constraints_before_any_download(tmp_path):
 
 
 def test_prepare_with_unknown_pydeps_fails(fixture_archive, tmp_path):
-    from conftest import prepare
+    from ci_helpers import prepare
     archive, _ = fixture_archive
     cp = prepare(archive, tmp_path / "extra", tmp_path / "work", env={"pydeps": "conda"})
     assert cp.returncode == 1 and "pydeps=conda: unknown" in cp.stderr

@@ -1,4 +1,6 @@
-"""Helpers for the e2b-ci flavor's tests (tests/image_ci).
+"""Helpers for the e2b-ci flavor's tests (tests/image_ci), under a module
+name no other test folder uses (they share sys.path; only tests/conftest.py
+is named conftest). Test modules import the fixtures below by name.
 
 The real e2b-dev/code-interpreter archive cannot be downloaded here, so these
 tests pack the stand-in under tests/fixtures/code-interpreter (our own code,
@@ -81,6 +83,20 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def run(cmd, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("timeout", 300)
+    return subprocess.run([str(c) for c in cmd], **kw)
+
+
+def prepare(archive, extra, work, flavor_dir=FLAVOR_DIR, env=None):
+    e = dict(os.environ)
+    e.pop("pydeps", None)
+    e.update(env or {})
+    return run([flavor_dir / "prepare.sh", "--archive", archive, "--extra", extra, "--work", work], env=e)
+
+
 @pytest.fixture(scope="session")
 def fixture_archive(tmp_path_factory):
     """(path, sha256) of the packed stand-in archive."""
@@ -98,23 +114,9 @@ def served_archive(fixture_archive):
         yield served.url(path.name), digest
 
 
-def run(cmd, **kw):
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    kw.setdefault("timeout", 300)
-    return subprocess.run([str(c) for c in cmd], **kw)
-
-
 @pytest.fixture()
 def flavor_copy(tmp_path):
     """A writable copy of os-image/e2b-ci, for breaking patches on purpose."""
     dst = tmp_path / "e2b-ci"
     shutil.copytree(FLAVOR_DIR, dst, symlinks=True)
     return dst
-
-
-def prepare(archive, extra, work, flavor_dir=FLAVOR_DIR, env=None):
-    e = dict(os.environ)
-    e.pop("pydeps", None)
-    e.update(env or {})
-    return run([flavor_dir / "prepare.sh", "--archive", archive, "--extra", extra, "--work", work], env=e)

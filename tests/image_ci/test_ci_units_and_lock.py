@@ -3,7 +3,7 @@ code-interpreter pin in recipes/ (the built image is checked in test_image.py)."
 import configparser
 import re
 
-from conftest import FLAVOR_DIR, ROOT, run
+from ci_helpers import FLAVOR_DIR, ROOT, run
 
 UNITS = ROOT / "units"
 
@@ -26,7 +26,7 @@ def test_jupyter_unit():
     assert "envd-guard.service" in words(u["Unit"]["After"])
     s = u["Service"]
     assert s["User"] == "user"
-    assert "jupyter server" in s["ExecStart"]
+    assert "-m jupyter_server " in s["ExecStart"]
     assert "--ServerApp.ip" not in s["ExecStart"], "the bind address lives in the config file only"
     assert s["OOMPolicy"] == "continue"
     assert u["Install"]["WantedBy"] == "multi-user.target"

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURE, FLAVOR_DIR, prepare, run
+from ci_helpers import FIXTURE, FLAVOR_DIR, prepare, run
+from ci_helpers import fixture_archive, flavor_copy, served_archive  # noqa: F401 (fixtures)
 
 PATCH_NAMES = [
     "0001-no-javascript-context-without-kernel.patch",

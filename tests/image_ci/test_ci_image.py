@@ -1,0 +1,225 @@
+"""A real e2b-ci build (mkosi, packing) with the stand-in recipes, built
+twice by `make repro flavor=e2b-ci`: identical digests; then the first
+build's tree is checked and the code-interpreter stack is started from it.
+
+The stand-ins (envd: tests/envd-standin; code-interpreter archive:
+tests/fixtures/code-interpreter) are served from loopback and pinned in a
+temporary recipes= directory (ci_testbuild.py); package caches are the
+repository's (out/cache), shared with tests/image.
+"""
+import configparser
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import ci_testbuild as testbuild
+from ci_helpers import ROOT, run
+
+OUT = ROOT / "out" / "test-image-ci"
+CACHE = pathlib.Path(os.environ.get("E2B_IMAGE_CACHE", ROOT / "out" / "cache"))
+
+
+class Repro:
+    def __init__(self, cp, seconds):
+        self.cp = cp
+        self.seconds = seconds
+        self.first = OUT / "repro" / "e2b-ci" / "1"
+        self.tree = self.first / "work" / "mkosi-out" / "image"
+
+
+@pytest.fixture(scope="module")
+def repro():
+    if os.geteuid() != 0:
+        pytest.skip("image builds need root")
+    shutil.rmtree(OUT, ignore_errors=True)
+    t0 = time.monotonic()
+    cp = testbuild.make(OUT, "repro", extra=[f"cache={CACHE}"], timeout=60 * 60)
+    r = Repro(cp, time.monotonic() - t0)
+    if not (r.first / "manifest.json").exists():
+        pytest.fail(f"make repro flavor=e2b-ci: no first build ({cp.returncode}):\n"
+                    f"{cp.stdout[-4000:]}\n{cp.stderr[-8000:]}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def tree(repro):
+    return repro.tree
+
+
+def test_make_repro_gives_identical_digests(repro):
+    assert repro.cp.returncode == 0, repro.cp.stdout[-6000:] + repro.cp.stderr[-6000:]
+    assert "repro: identical" in repro.cp.stdout
+
+
+def unit(tree, name):
+    p = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
+    p.optionxform = str
+    text = (tree / "usr/lib/systemd/system" / name).read_text()
+    p.read_string(text)
+    return p
+
+
+def test_units_present_enabled_and_ordered(tree):
+    for name in ("jupyter.service", "code-interpreter.service"):
+        shipped = tree / "usr/lib/systemd/system" / name
+        assert shipped.read_text() == (ROOT / "units" / name).read_text()
+        wants = tree / "etc/systemd/system/multi-user.target.wants" / name
+        assert wants.is_symlink(), f"{name} is not enabled"
+        assert os.readlink(wants).endswith(f"/systemd/system/{name}")
+        u = unit(tree, name)
+        assert "envd-guard.service" in u["Unit"]["Requires"].split()
+        assert "envd-guard.service" in u["Unit"]["After"].split()
+    ci = unit(tree, "code-interpreter.service")
+    assert "jupyter.service" in ci["Unit"]["Requires"].split()
+    assert "jupyter.service" in ci["Unit"]["After"].split()
+    assert ci["Unit"]["PartOf"] == "jupyter.service"
+    # The guard the units require is there, and enabled.
+    assert (tree / "usr/lib/systemd/system/envd-guard.service").is_file()
+    assert (tree / "etc/systemd/system/multi-user.target.wants/envd-guard.service").is_symlink() or \
+        any((tree / "etc/systemd/system").glob("*.wants/envd-guard.service"))
+
+
+def test_code_interpreter_laid_out_patched_and_licensed(tree):
+    prefix = tree / "usr/lib/e2b-code-interpreter"
+    assert "/api/kernelspecs" in (prefix / "server/main.py").read_text()
+    assert (prefix / "python/e2b_charts/__init__.py").is_file()
+    assert not (prefix / "source.tar.gz").exists()
+    # Bytecode, hash-based and unchecked: no source mtimes inside.
+    pyc = sorted((prefix / "server/__pycache__").glob("main.*.pyc"))
+    assert pyc, "no bytecode for the server"
+    flags = int.from_bytes(pyc[0].read_bytes()[4:8], "little")
+    assert flags == 0b01, f"{pyc[0].name}: pyc flags {flags:#x}, expected unchecked-hash (0x1)"
+    doc = tree / "usr/share/doc/e2b-code-interpreter"
+    assert (doc / "LICENSE").is_file() and (doc / "PATCHES").is_file()
+    cfg = (tree / "etc/jupyter/jupyter_server_config.py").read_text()
+    assert 'c.ServerApp.ip = "127.0.0.1"' in cfg
+    # Python kernel only.
+    kernels = sorted(p.name for p in (tree / "usr/share/jupyter/kernels").iterdir())
+    assert kernels == ["python3"]
+
+
+def test_manifest_lists_the_archive_pin(repro):
+    m = json.loads((repro.first / "manifest.json").read_text())
+    text = json.dumps(m)
+    assert testbuild.FIXTURE_COMMIT in text
+    pkgs = text
+    for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
+        assert name in pkgs
+
+
+def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
+    """Jupyter and the API server started from the image tree (chroot as uid
+    1000, private network namespace): /health is "OK" on 127.0.0.1:49999, the
+    default python context exists (no javascript one), and nothing listens
+    on a non-loopback address."""
+    script = ROOT / "tests/image_ci/run_stack.sh"
+    cp = run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", script, tree], timeout=300)
+    assert cp.returncode == 0, cp.stdout[-4000:] + cp.stderr[-4000:]
+    out = cp.stdout
+    assert 'HEALTH "OK"' in out
+    contexts = json.loads(out.split("CONTEXTS ", 1)[1].splitlines()[0])
+    assert [c["language"] for c in contexts] == ["python"]
+    listeners = [l.split() for l in out.split("LISTEN-BEGIN\n", 1)[1].split("LISTEN-END")[0].splitlines() if l.strip()]
+    local = {l[3] for l in listeners}
+    assert "127.0.0.1:8888" in local and "127.0.0.1:49999" in local
+    for addr in local:
+        assert addr.startswith("127.") or addr.startswith("[::1]"), f"non-loopback listener {addr}"
+
+
+def make_wheel(directory, name="e2b_ci_probe", version="1.0"):
+    """A minimal pure-Python wheel, built here (no index needed)."""
+    import base64
+    import hashlib
+    import zipfile
+    files = {
+        f"{name}/__init__.py": b"OK = 'e2b-ci probe'\n",
+        f"{name}-{version}.dist-info/METADATA":
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL":
+            b"Wheel-Version: 1.0\nGenerator: e2b-images tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = f"{name}-{version}.dist-info/RECORD"
+    lines = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{path},sha256={digest},{len(data)}")
+    lines.append(f"{record},,")
+    files[record] = ("\n".join(lines) + "\n").encode()
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
+    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("good_hash", [True, False], ids=["hash-ok", "hash-mismatch"])
+def test_pydeps_pip_postinst_installs_offline_with_hashes(tree, tmp_path, good_hash):
+    """The real mkosi.postinst, pip branch, run over the built tree (through
+    an overlay; `mkosi-chroot` is plain chroot): a venv with the wheels that
+    prepare.sh would have downloaded, --require-hashes, unchecked-hash
+    bytecode, the units pointed at the venv. PyPI is unreachable here, so the
+    wheel is one we build; a wrong hash must fail the install."""
+    staged = tmp_path / "stage"
+    (staged / "wheels").mkdir(parents=True)
+    (staged / "constraints").mkdir()
+    _, digest = make_wheel(staged / "wheels")
+    if not good_hash:
+        digest = digest[::-1]
+    (staged / "constraints/probe.txt").write_text(f"e2b-ci-probe==1.0 \\\n    --hash=sha256:{digest}\n")
+    assert run(["/usr/bin/python3", ROOT / "os-image/e2b-ci/check-constraints.py",
+                staged / "constraints/probe.txt"]).returncode == 0
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mkosi-chroot").write_text('#!/bin/sh\nexec chroot "$BUILDROOT" "$@"\n')
+    (bindir / "mkosi-chroot").chmod(0o755)
+    inner = tmp_path / "inner.sh"
+    inner.write_text(f"""#!/bin/sh
+set -e
+m={tmp_path}/merged
+mkdir -p $m {tmp_path}/up {tmp_path}/wk
+mount -t overlay overlay -o lowerdir={tree},upperdir={tmp_path}/up,workdir={tmp_path}/wk $m
+mount -t proc proc $m/proc
+mount --bind /dev $m/dev
+cp -a {staged} $m/var/tmp/e2b-ci-pydeps
+export BUILDROOT=$m PATH={bindir}:/usr/sbin:/usr/bin:/sbin:/bin
+set +e
+sh {ROOT}/os-image/e2b-ci/mkosi.postinst
+rc=$?
+test ! -e $m/var/tmp/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
+if [ $rc = 0 ]; then
+  chroot $m /usr/lib/e2b-code-interpreter/venv/bin/python -c 'import e2b_ci_probe, fastapi, sys; print("IMPORT", e2b_ci_probe.OK, sys.prefix)'
+  cat $m/usr/lib/systemd/system/jupyter.service.d/10-pydeps-pip.conf
+  ls $m/usr/lib/e2b-code-interpreter/venv/lib/python3*/site-packages/e2b_ci_probe/__pycache__/
+  head -c 8 $m/usr/lib/e2b-code-interpreter/venv/lib/python3*/site-packages/e2b_ci_probe/__pycache__/*.pyc | od -An -tx1
+fi
+exit $rc
+""")
+    cp = run(["unshare", "--mount", "sh", inner], timeout=600)
+    if not good_hash:
+        assert cp.returncode != 0
+        assert "DO NOT MATCH THE HASHES" in cp.stdout + cp.stderr
+        return
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    assert "IMPORT e2b-ci probe /usr/lib/e2b-code-interpreter/venv" in cp.stdout
+    assert "Environment=E2B_CI_PYTHON=/usr/lib/e2b-code-interpreter/venv/bin/python" in cp.stdout
+    # pyc header: magic (4 bytes), then flags 01 00 00 00 = hash-based, unchecked.
+    assert " 01 00 00 00" in cp.stdout.splitlines()[-1]
+
+
+def test_units_verify_and_api_server_is_sandboxed(tree):
+    """systemd-analyze (the host's) finds nothing wrong in our two units, and
+    the API server (which runs no user code) scores as sandboxed. jupyter.service
+    is deliberately not sandboxed: its kernels are the user's code."""
+    cp = run(["systemd-analyze", "verify", f"--root={tree}", "jupyter.service", "code-interpreter.service"],
+             env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"})
+    ours = [l for l in (cp.stdout + cp.stderr).splitlines()
+            if "jupyter.service" in l or "code-interpreter.service" in l]
+    assert not ours, ours
+    cp = run(["systemd-analyze", "security", f"--root={tree}", "--offline=true", "code-interpreter.service"])
+    score = float(cp.stdout.strip().splitlines()[-1].split(":")[1].split()[0])
+    assert score <= 2.5, cp.stdout[-2000:]
