@@ -4,7 +4,7 @@ The real envd release and code-interpreter archive cannot be downloaded here,
 so, like the image tests, this pins test stand-ins served from loopback:
 - envd: the Go stand-in (tests/envd-standin), which does envd's MMDS flow;
 - code-interpreter (e2b-ci): the fixture tree tests/fixtures/code-interpreter,
-  packed like GitHub's archive (tests/image_ci/conftest.py:pack_fixture).
+  packed like GitHub's archive (tests/image_ci/ci_helpers.py:pack_fixture).
 Both go through build/pinfetch like real pins; then `make flavor=... recipes=...`.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _sha256(p: pathlib.Path) -> str:
 
 
 def _pack_fixture():
-    spec = importlib.util.spec_from_file_location("image_ci_conftest", ROOT / "tests" / "image_ci" / "conftest.py")
+    spec = importlib.util.spec_from_file_location("e2b_boot_ci_helpers", ROOT / "tests" / "image_ci" / "ci_helpers.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.pack_fixture(), mod.FIXTURE_COMMIT
