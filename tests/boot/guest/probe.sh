@@ -77,7 +77,8 @@ if [ "$E2B_TEST_FLAVOR" = e2b-ci ]; then
 	report_b64 ci_health_body_b64 "$(curl -s --max-time 5 http://127.0.0.1:49999/health)"
 	report_b64 jupyter_exec_b64 "$(timeout 240 python3 $T/jupyter_exec.py 127.0.0.1:8888 '1+1' 2>&1 | tail -n 5)"
 	for u in jupyter.service code-interpreter.service; do
-		report_b64 "state_${u%%.*}_b64" "$(systemctl show -P ActiveState,SubState,NRestarts,Result "$u" 2>&1 | tr '\n' ' ')"
+		n=${u%%.*}
+		report_b64 "state_${n//-/_}_b64" "$(systemctl show -P ActiveState,SubState,NRestarts,Result "$u" 2>&1 | tr '\n' ' ')"
 		report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 12 -o cat 2>&1)"
 	done
 fi
@@ -108,10 +109,6 @@ for n in $names; do
 	report "ready_${n//-/_}_ms" "$(cat "$T/ready.$n" 2>/dev/null)"
 done
 report_b64 failed_units_b64 "$failed"
-# Where the boot time goes (for bench/README.md; not judged).
-report_b64 chain_envd_b64 "$(systemd-analyze critical-chain --no-pager envd.service 2>&1 | tail -n +3 | head -n 25)"
-[ "$E2B_TEST_FLAVOR" = e2b-ci ] &&
-	report_b64 chain_ci_b64 "$(systemd-analyze critical-chain --no-pager code-interpreter.service 2>&1 | tail -n +3 | head -n 25)"
 for u in $failed; do
 	report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 15 -o cat 2>&1)"
 done
