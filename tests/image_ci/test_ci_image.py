@@ -80,8 +80,9 @@ def test_units_present_enabled_and_ordered(tree):
     assert ci["Unit"]["PartOf"] == "jupyter.service"
     # The guard the units require is there, and enabled.
     assert (tree / "usr/lib/systemd/system/envd-guard.service").is_file()
-    assert (tree / "etc/systemd/system/multi-user.target.wants/envd-guard.service").is_symlink() or \
-        any((tree / "etc/systemd/system").glob("*.wants/envd-guard.service"))
+    # (links point at /lib/..., dangling from the host: test the link itself)
+    assert any((d / "envd-guard.service").is_symlink()
+               for d in (tree / "etc/systemd/system").glob("*.wants"))
 
 
 def test_code_interpreter_laid_out_patched_and_licensed(tree):
