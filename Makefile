@@ -19,6 +19,7 @@ include mk/c.mk
 -include guard/guard.mk
 -include mmds/mmds.mk
 -include os-image/image.mk
+-include ci/ci.mk
 
 # Until the image issue lands, `make` builds the tools.
 IMAGE_TARGET ?= tools
