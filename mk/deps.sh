@@ -25,10 +25,12 @@ pkgs_build="build-essential pkg-config clang libclang-rt-dev
 # Tests and benchmarks: real clients and servers.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
-  openssl procps psmisc"
+  openssl procps psmisc python3-yaml python3-jsonschema python3-bcrypt
+  docker-registry python3-pip python3-venv"
 # Images: mkosi's host tools, OCI tools, the boot test.
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
-  skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot"
+  skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot
+  busybox-static"
 
 # libclang-rt-dev is called libclang-rt-14-dev on bookworm.
 [ "$codename" = bookworm ] && pkgs_build=${pkgs_build/libclang-rt-dev/libclang-rt-14-dev}

@@ -2,7 +2,7 @@
 lo up, commands run inside, processes started inside tracked, and all of it
 removed by close() (idempotent; fixtures call it in their teardown, so it runs
 whether the test passed or failed). Imported as `netns`: tests/ is on sys.path
-through conftest.py, like `conftest` itself."""
+through conftest.py, like `harness`."""
 import contextlib
 import ctypes
 import itertools

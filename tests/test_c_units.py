@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, assert_no_sanitizer_report, declared
+from harness import BUILD, assert_no_sanitizer_report, declared
 
 UNITS = [d / name for d in (BUILD / "unit", BUILD / "san" / "unit") for name in declared("UNITS")]
 

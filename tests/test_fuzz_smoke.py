@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT, declared
+from harness import BUILD, ROOT, declared
 
 FUZZERS = [BUILD / "fuzz" / name for name in declared("FUZZERS")]
 SECONDS = int(os.environ.get("FUZZ_SMOKE_SECONDS", "15"))

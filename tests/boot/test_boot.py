@@ -15,8 +15,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import checks  # noqa: E402
-import testimage  # noqa: E402
 import vm  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent))
+import testimages  # noqa: E402
 
 ROOT = vm.ROOT
 OUT = pathlib.Path(os.environ.get("E2B_OUT", ROOT / "out"))
@@ -25,16 +27,15 @@ TIMEOUT = {"e2b-rt": 300.0, "e2b-ci": 600.0}
 
 
 def image_for(flavor: str) -> pathlib.Path:
-    """out/<flavor>/rootfs.ext4, (re)built with the tests' recipes when missing
-    or older than its sources (tests/boot/testimage.py)."""
-    rootfs = OUT / flavor / "rootfs.ext4"
+    """The session's build of FLAVOR with the stand-in recipes, shared with
+    tests/image and tests/image_ci (tests/testimages.py). `make boot-test`
+    boots out/<flavor>/ as built instead."""
     if not (ROOT / "os-image" / flavor).is_dir():
         pytest.skip(f"{flavor}: no os-image/{flavor} in this tree yet (the flavor's own issue)")
-    if os.environ.get("E2B_BOOT_REBUILD") == "1" or testimage.stale(rootfs):
-        cp = testimage.build(flavor, OUT)
-        if cp.returncode != 0 or not rootfs.exists():
-            pytest.fail(f"{flavor}: image build failed:\n{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
-    return rootfs
+    built = testimages.image(flavor)
+    if not built.ok:
+        pytest.fail(built.failure())
+    return built.dir / "rootfs.ext4"
 
 
 _BOOTS: dict = {}  # flavor -> result or the failure: one boot per flavor per session

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, assert_no_sanitizer_report, require_root
+from harness import ROOT, assert_no_sanitizer_report, require_root
 from guardnet import ALIAS, GUEST_V4, GUEST_V6, NetPair
 
 GUARDED = (49983, 49999, 8888)

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT
+from harness import BUILD, ROOT
 
 UNITS = ROOT / "units"
 

@@ -4,7 +4,7 @@ build's tree is checked and the code-interpreter stack is started from it.
 
 The stand-ins (envd: tests/envd-standin; code-interpreter archive:
 tests/fixtures/code-interpreter) are served from loopback and pinned in a
-temporary recipes= directory (ci_testbuild.py); package caches are the
+temporary recipes= directory (tests/testimages.py); package caches are the
 repository's (out/cache), shared with tests/image.
 """
 import configparser
@@ -17,33 +17,21 @@ import time
 
 import pytest
 
-import ci_testbuild as testbuild
+import testimages
 from ci_helpers import ROOT, run
-
-OUT = ROOT / "out" / "test-image-ci"
-CACHE = pathlib.Path(os.environ.get("E2B_IMAGE_CACHE", ROOT / "out" / "cache"))
-
-
-class Repro:
-    def __init__(self, cp, seconds):
-        self.cp = cp
-        self.seconds = seconds
-        self.first = OUT / "repro" / "e2b-ci" / "1"
-        self.tree = self.first / "work" / "mkosi-out" / "image"
 
 
 @pytest.fixture(scope="module")
 def repro():
+    """The session's e2b-ci build: `make repro`, two fresh builds compared;
+    shared with tests/boot (tests/testimages.py)."""
     if os.geteuid() != 0:
         pytest.skip("image builds need root")
-    shutil.rmtree(OUT, ignore_errors=True)
-    t0 = time.monotonic()
-    cp = testbuild.make(OUT, "repro", extra=[f"cache={CACHE}"], timeout=60 * 60)
-    r = Repro(cp, time.monotonic() - t0)
-    if not (r.first / "manifest.json").exists():
-        pytest.fail(f"make repro flavor=e2b-ci: no first build ({cp.returncode}):\n"
-                    f"{cp.stdout[-4000:]}\n{cp.stderr[-8000:]}")
-    return r
+    b = testimages.image("e2b-ci")
+    if not b.ok:
+        pytest.fail(b.failure())
+    b.first = b.dir
+    return b
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +95,7 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
 def test_manifest_lists_the_archive_pin(repro):
     m = json.loads((repro.first / "manifest.json").read_text())
     text = json.dumps(m)
-    assert testbuild.FIXTURE_COMMIT in text
+    assert testimages.FIXTURE_COMMIT in text
     pkgs = text
     for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
         assert name in pkgs

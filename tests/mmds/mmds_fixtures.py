@@ -1,7 +1,7 @@
 """pytest fixtures shared by the mmds test modules (imported by them)."""
 import pytest
 
-from conftest import require_root
+from harness import require_root
 from mmds_helpers import MMDS_IP, MmdsNetns, Server
 
 

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from conftest import assert_no_sanitizer_report
+from harness import assert_no_sanitizer_report
 from netns import Netns
 
 MMDS_IP = "169.254.169.254"

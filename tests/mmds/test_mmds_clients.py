@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT
+from harness import BUILD, ROOT
 from mmds_fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
 from mmds_helpers import MMDS_IP
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, assert_no_sanitizer_report
+from harness import ROOT, assert_no_sanitizer_report
 from mmds_fixtures import curl, netns  # noqa: F401  (fixtures)
 
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import BUILD, ROOT
+from harness import BUILD, ROOT
 
 PY = "/usr/bin/python3"
 NPM_PREFIX = BUILD / "npm"

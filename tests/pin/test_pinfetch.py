@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import pin_httpd as httpd  # noqa: E402
-from conftest import assert_no_sanitizer_report  # noqa: E402
+from harness import assert_no_sanitizer_report  # noqa: E402
 
 ARTIFACT = os.urandom(3 * 1024 * 1024 + 17)  # not a multiple of any buffer size
 SHA = hashlib.sha256(ARTIFACT).hexdigest()
@@ -527,7 +527,7 @@ def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
 def test_shipped_locks_parse(tools, work):
     """recipes/*.lock are valid: pinfetch gets as far as the network (refused
     offline, with an empty cache), which it only does after parsing the lock."""
-    from conftest import ROOT
+    from harness import ROOT
     locks = sorted((ROOT / "recipes").glob("*.lock"))
     assert locks, "no recipes/*.lock"
     for lock in locks:

@@ -1,0 +1,80 @@
+"""Shared by every test layer: where the builds are, how to run a tool, the
+sanitizer checks, and the `tools` fixture (registered by tests/conftest.py).
+Test modules import from here, never from `conftest`, which more than one
+folder may have.
+
+Integration tests that exercise a C tool take the ``tools`` fixture: it runs
+each test twice, against the release build (build/) and the ASan+UBSan build
+(build/san/), so the sanitizer pass covers every integration test.
+"""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
+
+# Sanitizer reports must fail the test even when the tool is expected to exit
+# non-zero, so they exit with a code no tool uses.
+SANITIZER_EXIT = 86
+SAN_ENV = {
+    "ASAN_OPTIONS": f"exitcode={SANITIZER_EXIT}:detect_leaks=1:abort_on_error=0:strict_string_checks=1",
+    "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={SANITIZER_EXIT}",
+    "LSAN_OPTIONS": f"exitcode={SANITIZER_EXIT}",
+}
+os.environ.update(SAN_ENV)
+
+
+class Tools:
+    """Where one build variant's tools live, and how to run them."""
+
+    def __init__(self, variant: str, directory: pathlib.Path):
+        self.variant = variant
+        self.dir = directory
+
+    def path(self, name: str) -> str:
+        p = self.dir / name
+        if not p.exists():
+            pytest.fail(f"{p} is missing: run `make tools san-tools` first")
+        return str(p)
+
+    def run(self, name: str, *args, check_sanitizer=True, **kw) -> subprocess.CompletedProcess:
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        kw.setdefault("timeout", 120)
+        cp = subprocess.run([self.path(name), *map(str, args)], **kw)
+        if check_sanitizer:
+            assert_no_sanitizer_report(cp)
+        return cp
+
+
+def assert_no_sanitizer_report(cp: subprocess.CompletedProcess) -> None:
+    err = cp.stderr if isinstance(cp.stderr, str) else (cp.stderr or b"").decode(errors="replace")
+    assert cp.returncode != SANITIZER_EXIT and "Sanitizer" not in err and "runtime error:" not in err, (
+        f"sanitizer report from {cp.args!r}:\n{err}"
+    )
+
+
+@pytest.fixture(params=["release", "asan"], scope="session")
+def tools(request) -> Tools:
+    return Tools(request.param, BUILD if request.param == "release" else BUILD / "san")
+
+
+@pytest.fixture(scope="session")
+def release_tools() -> Tools:
+    return Tools("release", BUILD)
+
+
+def declared(variable: str) -> list:
+    """The programs the Makefile declares (UNITS, FUZZERS, TOOLS), so a stale
+    binary left in build/ by a renamed target is never mistaken for a test."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), f"print-{variable}"],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def require_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, nftables)")
