@@ -50,34 +50,17 @@ fi
 cat > "$tmp/inner.sh" <<'INNER'
 #!/bin/bash
 set -u
-tree=$1 lower=$2
+top=$1 tree=$2 lower=$3
 if [ -n "$lower" ]; then
 	mkdir -p "$tree.merged"
 	mount -t overlay overlay -o "lowerdir=$lower" "$tree.merged"
 	tree=$tree.merged
 fi
-ip link set lo up
-mount -t proc proc "$tree/proc"
-mount -t tmpfs tmpfs "$tree/tmp"
-mount -t tmpfs -o mode=0755 tmpfs "$tree/home"
-mkdir -m 0700 "$tree/home/user" && chown 1000:1000 "$tree/home/user"
-mount --bind /dev "$tree/dev"
-/usr/bin/python3 -c '
-import http.server
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", 49983), H).serve_forever()' &
-run() { chroot --userspec=1000:1000 "$tree" /usr/bin/env -i HOME=/home/user PATH=/usr/bin:/bin \
-	PYTHONPATH=/usr/lib/e2b-code-interpreter/python "$@"; }
+. "$top/tests/image_ci/stack.sh"
+logs=$(mktemp -d)
 t0=$(date +%s.%N)
-run sh -c 'cd /home/user && exec python3 -m jupyter_server --config=/etc/jupyter/jupyter_server_config.py' >/dev/null 2>&1 &
-for i in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:8888/api/status && break; sleep 0.1; done
-run sh -c 'cd /usr/lib/e2b-code-interpreter/server && exec python3 -m uvicorn main:app --host 127.0.0.1 --port 49999 --workers 1 --no-access-log' >/dev/null 2>&1 &
-for i in $(seq 1 600); do curl -sf -o /dev/null http://127.0.0.1:49999/health && break; sleep 0.1; done
+start_e2b_ci_stack "$tree" "$logs" || { echo "e2b-ci-memory: stack did not come up" >&2; tail -5 "$logs"/*.log >&2; exit 1; }
 t1=$(date +%s.%N)
-curl -sf http://127.0.0.1:49999/health >/dev/null || { echo "e2b-ci-memory: stack did not come up" >&2; exit 1; }
 sleep 10   # idle
 total_rss=0 total_pss=0
 for p in $(pgrep -u 1000); do
@@ -90,12 +73,10 @@ done
 awk -v a="$t0" -v b="$t1" 'BEGIN { printf "startup to /health \"OK\": %.1f s (chroot on the build host, not a VM)\n", b - a }'
 printf 'idle total: RSS %d MiB, PSS %d MiB\n' $((total_rss / 1024)) $((total_pss / 1024))
 awk -v p="$total_pss" 'BEGIN { printf "PSS / small (512 MiB): %.2f   PSS / medium (1024 MiB): %.2f\n", p / 1024 / 512, p / 1024 / 1024 }'
-pkill -u 1000 || true
-kill %1 2>/dev/null || true
-sleep 1
-umount "$tree/dev" "$tree/home" "$tree/tmp" "$tree/proc"
+stop_e2b_ci_stack
+rm -rf "$logs"
 INNER
 chmod +x "$tmp/inner.sh"
 echo "e2b-ci idle memory: $tree${E2B_CI_ARCHIVE:+ + $E2B_CI_ARCHIVE}"
 ln -s "$tree" "$tmp/t"
-timeout 300 unshare --net --mount --pid --fork --mount-proc "$tmp/inner.sh" "$tmp/t" "$lower"
+timeout 300 unshare --net --mount --pid --fork --mount-proc "$tmp/inner.sh" "$top" "$tmp/t" "$lower"
