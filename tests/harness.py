@@ -9,6 +9,7 @@ each test twice, against the release build (build/) and the ASan+UBSan build
 """
 import os
 import pathlib
+import socket
 import subprocess
 
 import pytest
@@ -73,6 +74,24 @@ def declared(variable: str) -> list:
     out = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(ROOT), f"print-{variable}"],
                          capture_output=True, text=True, check=True).stdout
     return out.split()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (just now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it is still there after TIMEOUT; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def require_root():

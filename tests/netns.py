@@ -9,6 +9,8 @@ import itertools
 import os
 import subprocess
 
+from harness import stop_process
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
 _counter = itertools.count()
@@ -89,13 +91,7 @@ class Netns:
                     p.stdin.close()
                 except OSError:
                     pass
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop_process(p, timeout=5)
             for f in (p.stdout, p.stderr):
                 if f:
                     f.close()

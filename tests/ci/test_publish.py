@@ -15,16 +15,11 @@ import time
 
 import pytest
 
+from harness import free_port, stop_process
 from ocifixture import make_flavor_dir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 USER, PASSWORD = "e2b-ci", "s3cret-for-test-only"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _openssl(*args, cwd):
@@ -48,7 +43,7 @@ def registry(tmp_path_factory):
              "-days", "2", "-extfile", "ext.cnf", "-out", "server.crt", cwd=d)
     shutil.copy(d / "ca.crt", certs / "ca.crt")
     (d / "htpasswd").write_text(f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4, prefix=b'2a')).decode()}\n")
-    port = _free_port()
+    port = free_port()
     (d / "config.yml").write_text(json.dumps({
         "version": 0.1,
         "log": {"level": "warn"},
@@ -69,12 +64,7 @@ def registry(tmp_path_factory):
             time.sleep(0.1)
         yield {"addr": f"127.0.0.1:{port}", "certs": str(certs), "dir": d}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

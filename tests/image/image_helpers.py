@@ -7,7 +7,6 @@ built here, never shipped). The package caches are the repository's
 (out/cache), so builds after the first are warm.
 """
 import pathlib
-import socket
 import subprocess
 import sys
 
@@ -16,15 +15,10 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import testimages  # noqa: E402
 from testimages import CACHE, ROOT, sha256_file  # noqa: E402,F401  (re-exported)
+from harness import free_port  # noqa: E402,F401  (re-exported)
 
 FLAVOR = "e2b-rt"
 BUILD_TIMEOUT = testimages.BUILD_TIMEOUT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_lock(directory: pathlib.Path, url: str, sha256: str, version="0.8.0") -> pathlib.Path:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from harness import stop_process
 from image_helpers import (  # noqa: F401  (fixtures are used by name)
     FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
     test_recipes, write_lock,
@@ -213,8 +214,7 @@ def test_standin_does_envds_mmds_flow_and_health(tmp_path, standin):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
             assert r.status == 204 and r.read() == b""
     finally:
-        p.terminate()
-        p.wait(timeout=10)
+        stop_process(p)
         mmds.shutdown()
         mmds.server_close()
 

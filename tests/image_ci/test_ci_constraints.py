@@ -1,11 +1,11 @@
 """constraints/: every requirement file is pinned `==` with sha256 hashes,
 and pydeps=pip stops early, with a clear message, when it cannot proceed."""
-import socket
 import time
 
 import pytest
 
 from ci_helpers import FLAVOR_DIR, ROOT, run
+from harness import free_port
 from ci_helpers import fixture_archive  # noqa: F401 (fixtures)
 
 CHECK = FLAVOR_DIR / "check-constraints.py"
@@ -71,12 +71,6 @@ def test_checker_rejects(text, message, tmp_path):
     assert str(f) in cp.stderr
 
 
-def closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def pip_download(tmp_path, env):
     return run([FLAVOR_DIR / "pip-download.sh", ROOT / "constraints", tmp_path / "out", "trixie"],
                env={"PATH": "/usr/bin:/bin", **env}, timeout=120)
@@ -89,7 +83,7 @@ def test_pip_without_an_index_says_how_to_give_one(tmp_path):
 
 
 def test_pip_with_an_unreachable_index_stops_fast_naming_it(tmp_path):
-    index = f"http://127.0.0.1:{closed_port()}/simple"
+    index = f"http://127.0.0.1:{free_port()}/simple"
     start = time.monotonic()
     cp = pip_download(tmp_path, {"PIP_INDEX": index})
     assert cp.returncode == 1

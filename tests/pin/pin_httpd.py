@@ -3,7 +3,6 @@ stopped by the tests themselves. Routes are set per test; each one is a
 response recipe (good body, early close, stall, redirect, status...)."""
 import collections
 import http.server
-import socket
 import ssl
 import subprocess
 import threading
@@ -167,7 +166,3 @@ def make_self_signed(directory):
     return cert, key
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
