@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "../tests/tap.h"
+#include "tap.h"
 
 static char why[256];
 

@@ -17,7 +17,7 @@
 #include "args.h"
 #include "nft.h"
 #include "ruleset.h"
-#include "../tests/tap.h"
+#include "tap.h"
 
 /* nft --debug=netlink for `iifname != "lo" tcp dport 49983 drop`, one
  * expression per bracket. */

@@ -21,7 +21,7 @@ HARDEN    := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protecti
 LDHARDEN  := -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack -Wl,--as-needed
 SANFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
              -fno-omit-frame-pointer
-FUZZFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -DFUZZING
+FUZZFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 
 pkg_libs  = $(if $(strip $(1)),$(shell $(PKG_CONFIG) --libs $(1)))
 ALL_PKGS  = $(sort $(foreach p,$(TOOLS) $(UNITS) $(FUZZERS),$($(p)_PKGS)))

@@ -21,7 +21,7 @@ esac
 # Build: C toolchain, -dev libraries found through pkg-config, fuzzers.
 pkgs_build="build-essential pkg-config clang libclang-rt-dev
   libcurl4-openssl-dev libssl-dev libnftnl-dev libmnl-dev libsystemd-dev
-  libjansson-dev libcmocka-dev"
+  libjansson-dev"
 # Tests and benchmarks: real clients and servers.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "document.h"
-#include "../tests/tap.h"
+#include "tap.h"
 
 static json_t *load(const char *s)
 {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "http.h"
-#include "../tests/tap.h"
+#include "tap.h"
 
 static const struct http_limits LIMITS = { .max_head = 256, .max_headers = 4, .max_body = 16 };
 

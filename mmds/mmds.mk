@@ -19,6 +19,6 @@ mmds-document-test_PKGS := jansson
 mmds-token-test_SRCS := mmds/token_test.c mmds/token.c
 mmds-token-test_LDLIBS := $(mmds_LIBCRYPTO_A)
 
-fuzz-mmds-http_SRCS := mmds/fuzz_http.c mmds/http.c
-fuzz-mmds-document_SRCS := mmds/fuzz_document.c mmds/document.c
+fuzz-mmds-http_SRCS := mmds/http_fuzz.c mmds/http.c
+fuzz-mmds-document_SRCS := mmds/document_fuzz.c mmds/document.c
 fuzz-mmds-document_PKGS := jansson

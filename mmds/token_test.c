@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "token.h"
-#include "../tests/tap.h"
+#include "tap.h"
 
 static void test_tokens(void)
 {

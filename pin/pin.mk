@@ -6,11 +6,11 @@ pinfetch_PKGS := libcurl libcrypto
 envd-version_SRCS := pin/envd-version.c pin/version.c pin/atomicfile.c common/log.c
 
 UNITS += pin-lock-test pin-version-test pin-policy-test
-pin-lock-test_SRCS := tests/pin/unit_lock.c pin/lock.c
-pin-version-test_SRCS := tests/pin/unit_version.c pin/version.c
-pin-policy-test_SRCS := tests/pin/unit_policy.c pin/fetch.c pin/sha256.c pin/atomicfile.c
+pin-lock-test_SRCS := pin/lock_test.c pin/lock.c
+pin-version-test_SRCS := pin/version_test.c pin/version.c
+pin-policy-test_SRCS := pin/fetch_policy_test.c pin/fetch.c pin/sha256.c pin/atomicfile.c
 pin-policy-test_PKGS := libcurl libcrypto
 
 FUZZERS += fuzz-pin-lock fuzz-pin-version
-fuzz-pin-lock_SRCS := tests/pin/fuzz_lock.c pin/lock.c
-fuzz-pin-version_SRCS := tests/pin/fuzz_version.c pin/version.c
+fuzz-pin-lock_SRCS := pin/lock_fuzz.c pin/lock.c
+fuzz-pin-version_SRCS := pin/version_fuzz.c pin/version.c

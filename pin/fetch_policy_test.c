@@ -1,8 +1,8 @@
 /* Unit tests for pinfetch's transport policy (fetch_url_allowed in pin/fetch.c). */
 #include <string.h>
 
-#include "../../pin/fetch.h"
-#include "../tap.h"
+#include "fetch.h"
+#include "tap.h"
 
 struct policy_case {
 	const char *url;

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../pin/lock.h"
-#include "../tap.h"
+#include "lock.h"
+#include "tap.h"
 
 #define SHA "752cfbc7ba66649ec1bffdc9b59529dd3527e7d3899c69351e05bd21dfc0dbf0"
 #define GOOD_STANZA "[envd]\nversion = 0.8.0\nurl = https://example.org/envd/v0.8.0/envd\nsha256 = " SHA "\n"

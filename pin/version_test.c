@@ -1,8 +1,8 @@
 /* Unit tests for the envd version grammar (pin/version.c). */
 #include <string.h>
 
-#include "../../pin/version.h"
-#include "../tap.h"
+#include "version.h"
+#include "tap.h"
 
 static const char *const good[] = {
 	"0.0.0", "0.8.0", "0.6.13", "1.2.3", "10.20.30", "999999999.999999999.999999999", "0.0.1", "1.0.0",

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../pin/version.h"
+#include "version.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,8 +1,8 @@
 /* The one TAP producer for the C unit tests (read by tests/test_c_units.py).
  * Tests are counted as they run and the plan goes last, so a test file never
  * keeps a count by hand. A failing check also names its file, line and
- * expression in a TAP comment. Include it as "../tests/tap.h" (tool folders)
- * or "../tap.h" (tests/<tool>/); it is test code and never ships. */
+ * expression in a TAP comment. Unit tests live beside their code as
+ * <module>_test.c and include it as "tap.h"; it is test code and never ships. */
 #ifndef E2B_TESTS_TAP_H
 #define E2B_TESTS_TAP_H
 
