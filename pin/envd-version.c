@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "atomicfile.h"
+#include "fileio.h"
 #include "cleanup.h"
 #include "log.h"
 #include "version.h"
