@@ -162,6 +162,8 @@ static int attempt(struct run *run, const char *url, enum fetch_source kind)
 	run->out.mismatch = r == -EBADMSG;
 	if (r == 0 && run->use_cache) {
 		r = atomic_file_commit(&cache_tmp);
+		if (r < 0 && cache_tmp.in_place)
+			r = 0; /* stored; the output's own commit reports its durability */
 		atomic_file_abort(&cache_tmp);
 		if (r < 0)
 			return fail(run, STAGE_CACHE_STORE, r);

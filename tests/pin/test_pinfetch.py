@@ -607,6 +607,82 @@ def test_signal_mid_download_leaves_nothing(tools, work, server, named, cache):
         assert os.listdir(work / "cache" / "sha256") == []
 
 
+def _wait_for_temp(directory, proc, timeout=60):
+    """The hidden temporary file pinfetch creates in DIRECTORY, once it exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        names = [n for n in os.listdir(directory) if ".pin-" in n] if directory.is_dir() else []
+        if names:
+            return directory / names[0]
+        time.sleep(0.01)
+    proc.kill()
+    pytest.fail(f"no temporary file appeared in {directory}")
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_named_temp_is_private_until_verified(tools, work, server, cache):
+    """Unverified bytes are readable by the owner only: 0600 until the
+    commit, the requested mode only on the file that is put in place."""
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
+    temp_dir = work / "cache" / "sha256" if cache else work / "out"
+    p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                          "--output", str(work / "out" / "envd"), "--mode", "0644",
+                          *(["--cache", str(work / "cache")] if cache else ["--no-cache"])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+    temp = _wait_for_temp(temp_dir, p)
+    mode = stat.S_IMODE(temp.stat().st_mode)
+    out, err = p.communicate(timeout=120)
+    assert_no_sanitizer_report(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    assert mode == 0o600, f"{temp.name} had mode {mode:o} before verification"
+    assert p.returncode == 0, err
+    assert_good(work / "out" / "envd", mode=0o644)
+
+
+def test_named_temp_replaced_midway_is_not_put_in_place(tools, work, server):
+    """rename(2) moves a name: if another file took the temporary name while
+    the download ran, it is not the verified file, and it must not land at
+    the destination."""
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
+    p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                          "--output", str(work / "out" / "envd"), "--no-cache"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+    temp = _wait_for_temp(work / "out", p)
+    impostor = work / "impostor"
+    impostor.write_bytes(b"not the verified artifact")
+    os.rename(impostor, temp)
+    out, err = p.communicate(timeout=120)
+    cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert_no_sanitizer_report(cp)
+    line = assert_failed_cleanly(cp, work)
+    assert "cannot put" in line and "replaced" in line, line
+
+
+@pytest.fixture(scope="module")
+def fsync_dir_fails(tmp_path_factory):
+    """The LD_PRELOAD shim of tests/pin/fsync_dir_fails.c, built for this run."""
+    so = tmp_path_factory.mktemp("shim") / "fsync_dir_fails.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    str(pathlib.Path(__file__).parent / "fsync_dir_fails.c"), "-ldl"], check=True)
+    return so
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["o_tmpfile", "named-temp"])
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_directory_fsync_failure_after_the_rename_is_reported_truthfully(tools, work, server, fsync_dir_fails,
+                                                                         named, cache):
+    """Once renamed, the verified file IS in place: a failing fsync of its
+    directory is a warning that names the directory's file and says so, not
+    a failure of a file that is there."""
+    env = {**(NO_TMPFILE if named else os.environ), "LD_PRELOAD": str(fsync_dir_fails),
+           "ASAN_OPTIONS": "verify_asan_link_order=0"}
+    cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "envd",
+                   *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+    assert "in place and verified" in cp.stderr and "syncing its directory failed" in cp.stderr, cp.stderr
+    assert str(work / "out" / "envd") in cp.stderr, cp.stderr
+
+
 def test_destination_that_is_a_directory(tools, work, server):
     (work / "out" / "envd").mkdir()
     cp = fetch(tools, work, server.url("/envd"))
