@@ -180,10 +180,9 @@ def test_redirect_to_file_is_refused(tools, work, server):
 
 def test_stalled_server_times_out(tools, work, server):
     server.routes["/envd"] = httpd.stall()
-    t0 = time.monotonic()
+    # run()'s subprocess timeout bounds it; the message says which limit hit.
     line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--timeout", "2"), work)
     assert "timed out" in line
-    assert time.monotonic() - t0 < 30
 
 
 def test_over_the_size_cap_announced(tools, work, server):
@@ -415,10 +414,10 @@ def test_https_redirect_to_http_is_refused(tools, work, tls_server, server):
 @pytest.mark.parametrize("url", ["http://192.0.2.1/envd", "http://example.invalid/envd",
                                  "http://[::ffff:127.0.0.1]/envd", "http://127.0.0.1.example.invalid/x"])
 def test_http_to_non_loopback_is_refused(tools, work, url):
-    t0 = time.monotonic()
+    # Refused by policy before any connection: the message is the policy's
+    # (a connection attempt would fail with a network error instead).
     line = assert_failed_cleanly(fetch(tools, work, url), work, code=2)
     assert "plain http" in line and "--allow-http" in line
-    assert time.monotonic() - t0 < 10
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/x"])
