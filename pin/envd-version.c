@@ -185,6 +185,35 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* The record, atomically: complete at its path or not there. */
+static int write_record(const char *output, const char *expect)
+{
+	struct atomic_file af;
+	char line[VERSION_MAX_LEN + 2];
+	int n = snprintf(line, sizeof(line), "%s\n", expect), r;
+
+	r = atomic_file_open(&af, output, 0644);
+	if (r < 0) {
+		log_error("%s: cannot create a temporary file beside it: %s", output, strerror(-r));
+		return EXIT_BAD;
+	}
+	r = write_all(af.fd, line, (size_t)n);
+	if (r == 0)
+		r = atomic_file_commit(&af);
+	if (r < 0 && af.in_place) {
+		log_warning("%s: written (%s), but syncing its directory failed: %s; it may not survive a crash",
+			    output, expect, strerror(-r));
+		r = 0;
+	}
+	atomic_file_abort(&af);
+	if (r < 0) {
+		log_error("%s: cannot write it: %s", output, strerror(-r));
+		return EXIT_BAD;
+	}
+	log_info("%s: %s", output, expect);
+	return 0;
+}
+
 static int record_version(const char *envd, const char *expect, const char *output, int timeout_ms)
 {
 	struct child_result res;
@@ -256,24 +285,7 @@ static int record_version(const char *envd, const char *expect, const char *outp
 		return EXIT_BAD;
 	}
 
-	struct atomic_file af;
-	char line[VERSION_MAX_LEN + 2];
-	int n = snprintf(line, sizeof(line), "%s\n", expect);
-	r = atomic_file_open(&af, output, 0644);
-	if (r < 0) {
-		log_error("%s: cannot create a temporary file beside it: %s", output, strerror(-r));
-		return EXIT_BAD;
-	}
-	r = write_all(af.fd, line, (size_t)n);
-	if (r == 0)
-		r = atomic_file_commit(&af);
-	atomic_file_abort(&af);
-	if (r < 0) {
-		log_error("%s: cannot write it: %s", output, strerror(-r));
-		return EXIT_BAD;
-	}
-	log_info("%s: %s", output, expect);
-	return 0;
+	return write_record(output, expect);
 }
 
 /* A record is exactly one version and one newline: what we write. */

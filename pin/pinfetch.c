@@ -89,34 +89,37 @@ enum {
 	OPT_CA_FILE, OPT_QUIET, OPT_VERBOSE, OPT_HASH, OPT_JSON, OPT_FIELD, OPT_HELP,
 };
 
+static const struct option longopts[] = {
+	{ "lock", required_argument, NULL, OPT_LOCK },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "output", required_argument, NULL, OPT_OUTPUT },
+	{ "url", required_argument, NULL, OPT_URL },
+	{ "sha256", required_argument, NULL, OPT_SHA256 },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "print-pin", required_argument, NULL, OPT_PRINT_PIN },
+	{ "version", required_argument, NULL, OPT_VERSION },
+	{ "cache", required_argument, NULL, OPT_CACHE },
+	{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
+	{ "mirror", required_argument, NULL, OPT_MIRROR },
+	{ "offline", no_argument, NULL, OPT_OFFLINE },
+	{ "allow-http", no_argument, NULL, OPT_ALLOW_HTTP },
+	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+	{ "ca-file", required_argument, NULL, OPT_CA_FILE },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "verbose", no_argument, NULL, OPT_VERBOSE },
+	{ "hash", required_argument, NULL, OPT_HASH },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "field", required_argument, NULL, OPT_FIELD },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int check_options(const struct options *o);
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-		{ "lock", required_argument, NULL, OPT_LOCK },
-		{ "name", required_argument, NULL, OPT_NAME },
-		{ "output", required_argument, NULL, OPT_OUTPUT },
-		{ "url", required_argument, NULL, OPT_URL },
-		{ "sha256", required_argument, NULL, OPT_SHA256 },
-		{ "size", required_argument, NULL, OPT_SIZE },
-		{ "print-pin", required_argument, NULL, OPT_PRINT_PIN },
-		{ "version", required_argument, NULL, OPT_VERSION },
-		{ "cache", required_argument, NULL, OPT_CACHE },
-		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
-		{ "mirror", required_argument, NULL, OPT_MIRROR },
-		{ "offline", no_argument, NULL, OPT_OFFLINE },
-		{ "allow-http", no_argument, NULL, OPT_ALLOW_HTTP },
-		{ "mode", required_argument, NULL, OPT_MODE },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
-		{ "ca-file", required_argument, NULL, OPT_CA_FILE },
-		{ "quiet", no_argument, NULL, OPT_QUIET },
-		{ "verbose", no_argument, NULL, OPT_VERBOSE },
-		{ "hash", required_argument, NULL, OPT_HASH },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "field", required_argument, NULL, OPT_FIELD },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	uint64_t v;
 	int c;
 
@@ -185,7 +188,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 		log_error("unexpected argument \"%s\"; see --help", argv[optind]);
 		return -EINVAL;
 	}
+	return check_options(o);
+}
 
+/* The combinations: exactly one mode, and only the options it takes. */
+static int check_options(const struct options *o)
+{
 	int modes = !!o->lock + !!o->url + !!o->print_pin + !!o->hash_file;
 	if (modes != 1) {
 		log_error("give exactly one of --lock, --url, --print-pin or --hash; see --help");

@@ -2,6 +2,7 @@
 in the release and the ASan+UBSan builds. After every failure the destination
 is absent (or unchanged) and its directory holds no temporary file."""
 import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -438,14 +439,70 @@ def test_http_mirror_to_non_loopback_is_refused(tools, work, server):
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA.upper() + "\n", ":4: [envd]: sha256 must be lowercase"),
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA[:-1] + "\n", ":4: [envd]: sha256 must be 64"),
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\n", ":1: [envd]: missing \"sha256\""),
-    ("[other]\nversion = 1\nurl = https://e.org/x\nsha256 = " + SHA + "\n", "no [envd] stanza (it has: other)"),
+    ("[other]\nversion = 1\nurl = https://e.org/x\nsha256 = " + SHA + "\n", ": no [envd] stanza (it has: other)"),
 ])
 def test_bad_lock_is_a_usage_error(tools, work, text, needle):
     lock = work / "bad.lock"
     lock.write_text(text)
     cp = run(tools, "--lock", lock, "--name", "envd", "--output", work / "out" / "envd", "--cache", work / "cache")
-    assert cp.returncode == 2 and needle in cp.stderr, cp.stderr
+    assert cp.returncode == 2 and f"pinfetch: {lock}{needle}" in cp.stderr, cp.stderr
     assert os.listdir(work / "out") == []
+    # Reading the lock for shell or Python fails the same way, printing nothing.
+    for read in (["--json"], ["--field", "url"]):
+        rd = run(tools, "--lock", lock, "--name", "envd", *read)
+        assert rd.returncode == 2 and rd.stdout == "" and rd.stderr == cp.stderr, rd
+
+
+# -- reading a lock: --json and --field -------------------------------------
+
+GOOD_LOCK = ("# a comment\n[other]\nversion = 1\nurl = https://e.org/o\nsha256 = " + "0" * 64 + "\n\n"
+             "[envd]   # the daemon\nversion = 0.8.0+build~1\nurl = https://e.org/v0.8.0/envd#frag\n"
+             "sha256 = " + SHA + "\nsize = 3145745\n")
+
+
+def test_json_prints_the_stanza(tools, work):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--json")
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    assert cp.stdout.count("\n") == 1
+    assert json.loads(cp.stdout) == {"name": "envd", "version": "0.8.0+build~1",
+                                     "url": "https://e.org/v0.8.0/envd#frag", "sha256": SHA, "size": 3145745}
+    other = json.loads(run(tools, "--lock", lock, "--name", "other", "--json").stdout)
+    assert other == {"name": "other", "version": "1", "url": "https://e.org/o", "sha256": "0" * 64}
+
+
+@pytest.mark.parametrize("key,value", [("name", "envd"), ("version", "0.8.0+build~1"),
+                                       ("url", "https://e.org/v0.8.0/envd#frag"), ("sha256", SHA),
+                                       ("size", "3145745")])
+def test_field_prints_one_value(tools, work, key, value):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--field", key)
+    assert cp.returncode == 0 and cp.stdout == value + "\n" and cp.stderr == "", cp
+
+
+@pytest.mark.parametrize("name,key,needle", [
+    ("other", "size", ": [other] has no size (it is optional)"),
+    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, size)"),
+    ("nope", "url", ": no [nope] stanza (it has: other, envd)"),
+])
+def test_field_errors_name_the_lock(tools, work, name, key, needle):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", name, "--field", key)
+    assert cp.returncode == 2 and cp.stdout == "" and cp.stderr == f"pinfetch: {lock}{needle}\n", cp.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--json"], ["--field", "url"], ["--lock", "x.lock", "--json"],
+    ["--lock", "x.lock", "--name", "envd", "--json", "--field", "url"],
+    ["--lock", "x.lock", "--name", "envd", "--json", "--output", "o"],
+    ["--url", "https://e.org/x", "--sha256", SHA, "--output", "o", "--json"],
+])
+def test_json_and_field_usage(tools, work, args):
+    cp = run(tools, *args, cwd=work)
+    assert cp.returncode == 2 and cp.stdout == "" and len(cp.stderr.strip().splitlines()) == 1, cp
 
 
 @pytest.mark.parametrize("args", [
@@ -523,28 +580,47 @@ def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
     assert_good(work / "out" / "envd")
 
 
+def shipped_pins():
+    """(lock, name) for every artifact the image build pins: the LOCK NAME
+    columns of os-image's pins lists (the base's and each flavor's)."""
+    from harness import ROOT
+    lists = sorted({p.resolve() for p in (ROOT / "os-image").rglob("pins") if p.is_file()})
+    pins = []
+    for lst in lists:
+        for line in lst.read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                lock, name = line.split()[:2]
+                pins.append((ROOT / "recipes" / lock, name))
+    return sorted(set(pins))
+
+
+def test_every_shipped_lock_is_pinned_by_the_build():
+    from harness import ROOT
+    assert sorted(ROOT.glob("recipes/*.lock")) == sorted({lock for lock, _ in shipped_pins()})
+
+
 def test_shipped_locks_parse(tools, work):
-    """recipes/*.lock are valid: pinfetch gets as far as the network (refused
-    offline, with an empty cache), which it only does after parsing the lock.
+    """The stanzas the build uses parse, and pinfetch gets as far as the
+    network (refused offline, with an empty cache), which it only does after
+    parsing the lock; --json prints the same stanza.
 
     The one allowed exception is a pin that could not be taken where it was
     written (no route to its host) and says so: its file carries "NOT PINNED
     YET" and the `pinfetch --print-pin` command that completes it, and then
     pinfetch must refuse exactly for the missing sha256 (never a made-up one)."""
-    from harness import ROOT
-    locks = sorted((ROOT / "recipes").glob("*.lock"))
-    assert locks, "no recipes/*.lock"
-    for lock in locks:
+    pins = shipped_pins()
+    assert pins, "no pins lists under os-image/"
+    for lock, name in pins:
         text = lock.read_text()
-        names = [l.strip()[1:-1] for l in text.splitlines() if l.strip().startswith("[")]
-        assert names, lock
-        for name in names:
-            cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
-                     "--cache", work / "cache", "--offline")
-            if "NOT PINNED YET" in text and "--print-pin" in text and f"--name {name}" in text:
-                assert cp.returncode == 2 and f'[{name}]: missing "sha256"' in cp.stderr, (lock, name, cp.stderr)
-            else:
-                assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+        cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
+                 "--cache", work / "cache", "--offline")
+        js = run(tools, "--lock", lock, "--name", name, "--json")
+        if "NOT PINNED YET" in text and "--print-pin" in text and f"--name {name}" in text:
+            assert cp.returncode == 2 and f'[{name}]: missing "sha256"' in cp.stderr, (lock, name, cp.stderr)
+            assert js.returncode == 2 and js.stderr == cp.stderr and js.stdout == "", js
+        else:
+            assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+            assert js.returncode == 0 and json.loads(js.stdout)["name"] == name, js
     assert os.listdir(work / "out") == []
 
 
