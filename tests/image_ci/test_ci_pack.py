@@ -8,22 +8,15 @@ on a 2-core machine, so the full two-build check (`make repro flavor=e2b-ci`)
 is a gate of the image workflow (ci/image.yml); see os-image/e2b-ci/README.md.
 """
 import json
-import os
 
 import pytest
 
-import testimages
-from ci_helpers import ROOT, run
+from ci_helpers import ROOT, e2b_ci_build, run
 
 
 @pytest.fixture(scope="module")
 def built():
-    if os.geteuid() != 0:
-        pytest.skip("image builds need root")
-    b = testimages.image("e2b-ci")
-    if not b.ok:
-        pytest.fail(b.failure())
-    return b
+    return e2b_ci_build()
 
 
 def test_pack_again_gives_the_same_digests(built, tmp_path):

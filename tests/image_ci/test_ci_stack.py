@@ -11,13 +11,12 @@ requirements.txt, so with it these tests skip, saying so.
 """
 import base64
 import json
-import os
 import textwrap
 
 import pytest
 
 import testimages
-from ci_helpers import FLAVOR_DIR, ROOT, run
+from ci_helpers import FLAVOR_DIR, ROOT, e2b_ci_build, run
 
 STACK_TABLE = FLAVOR_DIR / "stack-table.py"
 README = FLAVOR_DIR / "README.md"
@@ -25,11 +24,7 @@ README = FLAVOR_DIR / "README.md"
 
 @pytest.fixture(scope="module")
 def built():
-    if os.geteuid() != 0:
-        pytest.skip("image builds need root")
-    b = testimages.image("e2b-ci")
-    if not b.ok:
-        pytest.fail(b.failure())
+    b = e2b_ci_build()
     pin = next(a for a in b.manifest["artifacts"] if a["name"] == "code-interpreter")
     if pin["version"] == testimages.FIXTURE_COMMIT:
         pytest.skip("e2b-ci was built from the test fixture (tests/fixtures/code-interpreter: no real "
