@@ -56,21 +56,22 @@ pss() {
 }
 report bench_mem_total_kb "$(awk '/^MemTotal:/{print $2}' /proc/meminfo)"
 up=0
-for i in $(seq 1 $((WAIT * 2))); do
-	curl -s -o /dev/null --max-time 2 http://127.0.0.1:49983/health &&
-	curl -sf -o /dev/null --max-time 2 http://127.0.0.1:8888/api/status &&
-	curl -sf -o /dev/null --max-time 2 http://127.0.0.1:49999/health && { up=1; break; }
-	sleep 0.5
+start=$(cut -d. -f1 /proc/uptime)
+while [ $(( $(cut -d. -f1 /proc/uptime) - start )) -lt "$WAIT" ]; do
+	curl -s -o /dev/null --max-time 5 http://127.0.0.1:49983/health &&
+	curl -sf -o /dev/null --max-time 5 http://127.0.0.1:8888/api/status &&
+	curl -sf -o /dev/null --max-time 5 http://127.0.0.1:49999/health && { up=1; break; }
+	sleep 1
 done
 report bench_up "$up"
 report bench_up_uptime_s "$(cut -d' ' -f1 /proc/uptime)"
-sleep 20   # the default kernel idles
+sleep 20   # the default kernel idles (or, if the stack never came up: the state at the deadline)
 report bench_kernels "$(pgrep -fc ipykernel_launcher)"
 report bench_idle_avail_kb "$(avail)"
 report_b64 bench_idle_pss_b64 "$(pss)"
 report_b64 bench_restarts_b64 "$(systemctl show -P NRestarts jupyter.service code-interpreter.service | tr '\n' ' ')"
 if [ "$up" = 1 ]; then
-	r=$(curl -s --max-time 900 -H 'Content-Type: application/json' \
+	r=$(curl -s --max-time 300 -H 'Content-Type: application/json' \
 		-d '{"code": "import pandas, matplotlib\nprint(pandas.__version__, matplotlib.__version__)"}' \
 		http://127.0.0.1:49999/execute)
 	report_b64 bench_import_b64 "$(printf '%s' "$r" | head -c 400)"
@@ -118,7 +119,7 @@ def main():
     for mem in (int(s) for s in a.sizes.split(",")):
         cpus = 1 if mem <= 512 else 2
         vm.SIZES["e2b-ci"] = (cpus, mem)
-        res = vm.boot("e2b-ci", a.rootfs, timeout=a.wait + 600)
+        res = vm.boot("e2b-ci", a.rootfs, timeout=a.wait + 480)
         r = res.get("report", {})
         idle, imported = r.get("bench_idle_avail_kb"), r.get("bench_import_avail_kb")
         print(f"\n== {cpus} vCPU, {mem} MiB ({res.get('accel')}), host wall {res.get('host_wall_s')} s,"
