@@ -6,7 +6,9 @@ import pathlib
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -82,3 +84,63 @@ def test_units_verify(release_tools, tmp_path):
     sec = subprocess.run(["systemd-analyze", "security", "--offline=true", f"--root={root}",
                           "--threshold=20", "mmds.service"], capture_output=True, text=True, timeout=120)
     assert sec.returncode == 0, sec.stdout[-2000:] + sec.stderr
+
+
+def _unit_lines(name):
+    return [l.strip() for l in (ROOT / "units" / name).read_text().splitlines()
+            if l.strip() and not l.lstrip().startswith("#")]
+
+
+def test_document_directory_is_roots_and_read_only_to_the_service(release_tools, netns, curl):
+    """/run/mmds comes from the shipped tmpfiles.d entry: root's, 0755. The
+    unit does not hand it to its dynamic user (RuntimeDirectory= would chown
+    it). mmds-serve, run under a non-root uid as DynamicUser= runs it, serves
+    the document from there, and that uid cannot create a file in it."""
+    lines = _unit_lines("mmds.service")
+    assert not [l for l in lines if l.startswith("RuntimeDirectory")], lines
+    assert "ProtectSystem=strict" in lines and "DynamicUser=yes" in lines
+    top = pathlib.Path(tempfile.mkdtemp(prefix="mmds-tmpfiles-"))
+    try:
+        os.chmod(top, 0o755)  # the unprivileged server must reach the document
+        conf = top / "usr/lib/tmpfiles.d/mmds.conf"
+        conf.parent.mkdir(parents=True)
+        shutil.copy(ROOT / "units" / "mmds.tmpfiles", conf)
+        cp = subprocess.run(["systemd-tmpfiles", "--create", f"--root={top}", "mmds.conf"],
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        d = top / "run/mmds"
+        st = os.stat(d)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o755)
+        os.chmod(top / "run", 0o755)
+        # Root's writer, as the README says: unique temp name, then rename.
+        fd, tmp = tempfile.mkstemp(prefix=".document.json.", dir=d)
+        os.write(fd, b'{"k": "from root"}')
+        os.close(fd)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, d / "document.json")
+
+        uid = "64123"  # no such user: what a dynamic user looks like to the kernel
+        as_service = ["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups", "--"]
+        netns.run("sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=0", check=True)
+        log = open(top / "log", "w+")
+        p = netns.popen(*as_service, release_tools.path("mmds-serve"), "--document", d / "document.json",
+                        stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                r = curl("/latest/api/token", "-H", "X-metadata-token-ttl-seconds: 60", method="PUT")
+                if r.status == 200:
+                    break
+                time.sleep(0.1)
+            assert curl("/k", token=curl.token()).body == "from root"
+            planted = d / "planted"
+            cp = netns.run(*as_service, "sh", "-c", f"echo x > {planted}", timeout=30)
+            assert cp.returncode != 0 and "Permission denied" in cp.stderr, cp
+            assert not planted.exists()
+        finally:
+            p.terminate()
+            p.wait(20)
+            log.close()
+        assert p.returncode == 0, (top / "log").read_text()
+    finally:
+        shutil.rmtree(top)
