@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -551,6 +552,25 @@ static bool make_room(struct mmds_server *s, enum mmds_listener_kind kind)
 	return s->n_guest < s->cfg.max_connections || evict_one(s);
 }
 
+/* The vsock control admits the peers its policy names; any other is closed
+ * at once, with a line naming its CID. */
+static bool vsock_peer_admitted(struct mmds_server *s, int fd)
+{
+	uint32_t cid = 0;
+	char allowed[128];
+	int r = mmds_vsock_peer_cid(fd, &cid);
+
+	if (r == 0 && mmds_vsock_peer_allowed(&s->cfg.vsock_policy, cid))
+		return true;
+	mmds_vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
+	if (r < 0)
+		log_warning("control over vsock: peer unknown (%s); closed", strerror(-r));
+	else
+		log_warning("control over vsock: peer CID %" PRIu32 " refused (allowed: CID %s); closed", cid,
+			    allowed);
+	return false;
+}
+
 static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct mmds_listener *l = userdata;
@@ -575,7 +595,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 			log_error("accept: %s", strerror(errno));
 			break;
 		}
-		if (!make_room(s, l->kind)) {
+		if ((l->kind == MMDS_LISTEN_CONTROL_VSOCK && !vsock_peer_admitted(s, cfd)) || !make_room(s, l->kind)) {
 			close(cfd);
 			continue;
 		}

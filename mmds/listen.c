@@ -132,6 +132,8 @@ int listen_kind_of(int fd, enum mmds_listener_kind *kind)
 {
 	if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0)
 		*kind = MMDS_LISTEN_CONTROL;
+	else if (sd_is_socket(fd, AF_VSOCK, SOCK_STREAM, 1) > 0)
+		*kind = MMDS_LISTEN_CONTROL_VSOCK;
 	else if (sd_is_socket_inet(fd, 0, SOCK_STREAM, 1, 0) > 0)
 		*kind = MMDS_LISTEN_GUEST;
 	else

@@ -15,7 +15,8 @@ int listen_inet(const char *spec);
 int listen_control(const char *path);
 
 /* What a passed fd is, by family: inet is the guest MMDS, AF_UNIX the
- * control API. -ENOTSOCK when it is no listening stream socket. */
+ * control API, AF_VSOCK the control API for the host. -ENOTSOCK when it is
+ * no listening stream socket of these. */
 int listen_kind_of(int fd, enum mmds_listener_kind *kind);
 
 #endif

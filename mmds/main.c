@@ -6,6 +6,7 @@
  * setup; the loop's own events (a bad document file) are logged here too. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,11 +14,13 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "cleanup.h"
+#include "fdstore.h"
 #include "listen.h"
 #include "log.h"
 #include "server.h"
@@ -35,6 +38,7 @@ static const struct mmds_config default_config = {
 	.request_timeout_usec = 1000000ULL,
 	.max_head = 4096,
 	.max_headers = 64,
+	.vsock_policy = { .cids = { MMDS_VSOCK_CID_HOST }, .n = 1 },
 };
 
 static void usage(FILE *f)
@@ -47,6 +51,10 @@ static void usage(FILE *f)
 		"  --listen ADDR:PORT       listen here when not socket-activated\n"
 		"                           (default " DEFAULT_LISTEN ", IP_FREEBIND)\n"
 		"  --control PATH           Unix socket speaking the host API (PUT/PATCH/GET /mmds)\n"
+		"  --control-vsock-allow-cid LIST  peer CIDs that may use the host API on a\n"
+		"                           passed AF_VSOCK socket, e.g. 1,2 (default 2: the host)\n"
+		"  --fd-store               keep the document in systemd's fd store, so that it\n"
+		"                           survives a restart (FileDescriptorStoreMax= in the unit)\n"
 		"  --v1                     tokens optional (MMDS V1)\n"
 		"  --empty-document MODE    answer before any document: error (503, default),\n"
 		"                           null (Firecracker's empty store), object ({})\n"
@@ -100,13 +108,15 @@ static int parse_empty_mode(const char *s, enum mmds_empty_mode *mode)
 	return 0;
 }
 
-enum { O_DOCUMENT = 256, O_LISTEN, O_CONTROL, O_V1, O_EMPTY, O_MAX_SIZE, O_MAX_CONNS, O_MAX_QUEUED,
+enum { O_DOCUMENT = 256, O_LISTEN, O_CONTROL, O_VSOCK_ALLOW, O_FD_STORE, O_V1, O_EMPTY, O_MAX_SIZE, O_MAX_CONNS, O_MAX_QUEUED,
        O_IDLE, O_REQUEST, O_MAX_HEAD, O_MAX_HEADERS, O_VERBOSE, O_HELP };
 
 static const struct option options[] = {
 	{ "document", required_argument, NULL, O_DOCUMENT },
 	{ "listen", required_argument, NULL, O_LISTEN },
 	{ "control", required_argument, NULL, O_CONTROL },
+	{ "control-vsock-allow-cid", required_argument, NULL, O_VSOCK_ALLOW },
+	{ "fd-store", no_argument, NULL, O_FD_STORE },
 	{ "v1", no_argument, NULL, O_V1 },
 	{ "empty-document", required_argument, NULL, O_EMPTY },
 	{ "max-size", required_argument, NULL, O_MAX_SIZE },
@@ -131,6 +141,8 @@ static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 	case O_DOCUMENT: cfg->document_path = arg; break;
 	case O_LISTEN: cfg->listen = arg; break;
 	case O_CONTROL: cfg->control_path = arg; break;
+	case O_VSOCK_ALLOW: r = mmds_vsock_policy_parse(arg, &cfg->vsock_policy); break;
+	case O_FD_STORE: cfg->fd_store = true; break;
 	case O_V1: cfg->v1 = true; break;
 	case O_EMPTY: r = parse_empty_mode(arg, &cfg->empty); break;
 	case O_MAX_SIZE:
@@ -163,11 +175,11 @@ static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 /* ---- the document file ------------------------------------------------- */
 
 /* Loads the document file and says why not, at prio. */
-static int load_document(struct mmds_server *s, int prio)
+static int load_document(struct mmds_server *s, bool if_changed, int prio)
 {
 	struct mmds_load_error err;
 	const char *path = s->cfg.document_path;
-	int r = mmds_store_load_file(s, &err);
+	int r = mmds_store_load_file(s, if_changed, &err);
 
 	if (r == -EINVAL && err.line)
 		log_msg(prio, "%s: invalid JSON at line %d, column %d: %s; keeping the last good document",
@@ -188,18 +200,18 @@ static int on_document_event(sd_event_source *es, const struct inotify_event *ev
 	const char *base = strrchr(s->cfg.document_path, '/') + 1;
 
 	if (ev->mask & IN_Q_OVERFLOW)
-		(void)load_document(s, LOG_WARNING);
+		(void)load_document(s, false, LOG_WARNING);
 	else if (ev->mask & IN_IGNORED)
 		log_warning("%s: its directory went away; serving the last document, no longer watching",
 			    s->cfg.document_path);
 	else if (!ev->len || strcmp(ev->name, base) != 0)
 		return 0;
 	else if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
-		(void)load_document(s, LOG_WARNING);
+		(void)load_document(s, false, LOG_WARNING);
 	else if (ev->mask & IN_CREATE)
 		/* A writer that creates in place is not done yet: its
 		 * IN_CLOSE_WRITE follows, so a partial file is only noted. */
-		(void)load_document(s, LOG_DEBUG);
+		(void)load_document(s, false, LOG_DEBUG);
 	else if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
 		log_info("%s: removed; serving the last document until a new one arrives", s->cfg.document_path);
 	return 0;
@@ -220,37 +232,87 @@ static int watch_document(struct mmds_server *s, sd_event_source **watch)
 		log_error("watch %s: %s", dir, strerror(-r));
 		return r;
 	}
-	if (load_document(s, LOG_WARNING) == -ENOENT)
+	/* A document recovered from the fd store stays unless the file
+	 * changed while the service was down. */
+	r = load_document(s, true, LOG_WARNING);
+	if (r == -ENOENT && !s->doc)
 		log_info("%s: not there yet; waiting for it", s->cfg.document_path);
+	else if (r == 1)
+		log_info("%s: unchanged since the kept document was set; serving that", s->cfg.document_path);
 	return 0;
 }
 
 /* ---- sockets ----------------------------------------------------------- */
 
-/* Socket activation: every passed fd, by family. Counts the guest and
- * control listeners taken. */
-static int take_passed_sockets(struct mmds_server *s, int *n_guest, int *n_control)
+/* A passed document from the fd store (name mmds-document-N). A bad one is
+ * dropped with a message; it never stops the service. */
+static void recover_document(struct mmds_server *s, int fd, const char *name, uint64_t generation)
 {
-	int n = sd_listen_fds(1);
+	struct mmds_load_error err;
+	int r = mmds_store_recover(s, fd, generation, &err);
+
+	if (r == -EINVAL && err.text[0])
+		log_warning("fd store: %s: invalid JSON (%s); ignored", name, err.text);
+	else if (r < 0)
+		log_warning("fd store: %s: %s; ignored", name,
+			    r == -EPERM ? "not sealed" : r == -EBADMSG ? "not a stored document" : strerror(-r));
+}
+
+static void describe_vsock_listener(const struct mmds_server *s, int fd)
+{
+	uint32_t port = 0;
+	char allowed[128];
+	mmds_vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
+	(void)mmds_vsock_local_port(fd, &port);
+	log_info("host API on vsock port %" PRIu32 "; peers allowed: CID %s", port, allowed);
+}
+
+/* Socket activation: every passed fd. Sockets by family (the guest MMDS,
+ * the control API on AF_UNIX or AF_VSOCK); the fd store's documents by
+ * name. Counts the guest and control listeners taken. */
+static int take_passed_fds(struct mmds_server *s, int *n_guest, int *n_control)
+{
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), r = 0;
 	if (n < 0) {
 		log_error("sd_listen_fds: %s", strerror(-n));
 		return n;
 	}
-	for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; fd++) {
+	for (int i = 0; i < n && r >= 0; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		const char *name = names ? names[i] : NULL;
 		enum mmds_listener_kind kind;
-		int r = listen_kind_of(fd, &kind);
-		if (r < 0) {
-			log_error("passed fd %d: not a listening stream socket of a known family", fd);
-			return r;
+		uint64_t generation;
+
+		r = mmds_fdstore_generation(name, &generation);
+		if (r != -ENOENT) {
+			if (r == 0)
+				recover_document(s, fd, name, generation);
+			else
+				log_warning("fd store: %s: not a document name; ignored", name);
+			if (r < 0)
+				close(fd);
+			r = 0;
+			continue;
 		}
+		r = listen_kind_of(fd, &kind);
+		if (r < 0) {
+			log_error("passed fd %d (%s): not a listening stream socket of a known family", fd,
+				  name ? name : "unnamed");
+			break;
+		}
+		if (kind == MMDS_LISTEN_CONTROL_VSOCK)
+			describe_vsock_listener(s, fd);
 		r = mmds_server_add_listener(s, fd, kind);
-		if (r < 0) {
-			log_error("passed fd %d: %s", fd, strerror(-r));
-			return r;
-		}
-		++*(kind == MMDS_LISTEN_GUEST ? n_guest : n_control);
+		if (r < 0)
+			log_error("passed fd %d (%s): %s", fd, name ? name : "unnamed", strerror(-r));
+		else
+			++*(kind == MMDS_LISTEN_GUEST ? n_guest : n_control);
 	}
-	return 0;
+	for (int i = 0; names && names[i]; i++)
+		free(names[i]);
+	free(names);
+	return r < 0 ? r : 0;
 }
 
 /* The listeners systemd did not pass: the guest one always, the control
@@ -287,7 +349,7 @@ static int open_missing_sockets(struct mmds_server *s, int n_guest, int n_contro
 static int setup_sockets(struct mmds_server *s)
 {
 	int n_guest = 0, n_control = 0;
-	int r = take_passed_sockets(s, &n_guest, &n_control);
+	int r = take_passed_fds(s, &n_guest, &n_control);
 	return r < 0 ? r : open_missing_sockets(s, n_guest, n_control);
 }
 

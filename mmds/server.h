@@ -3,7 +3,9 @@
  *   conn.c         connections: accept, read, answer in order, time out, shed
  *   guest_api.c    the guest MMDS protocol (token PUT, GET)
  *   control_api.c  the host API (PUT/PATCH/GET /mmds)
- *   store.c        the document: swap, file */
+ *   store.c        the document: swap, file, recovery from the fd store
+ *   fdstore.c      the document's copy in systemd's fd store
+ *   vsock_policy.c which vsock peers may use the host API */
 #ifndef MMDS_SERVER_H
 #define MMDS_SERVER_H
 
@@ -15,6 +17,8 @@
 #include <jansson.h>
 #include <systemd/sd-event.h>
 
+#include "vsock_policy.h"
+
 enum mmds_empty_mode {
 	MMDS_EMPTY_ERROR,  /* 503, non-JSON: a booting envd keeps polling */
 	MMDS_EMPTY_NULL,   /* Firecracker's own answer: the store is JSON null */
@@ -25,6 +29,7 @@ enum mmds_empty_mode {
 enum mmds_listener_kind {
 	MMDS_LISTEN_GUEST,         /* MMDS on 169.254.169.254:80 */
 	MMDS_LISTEN_CONTROL,       /* host API on a root-only Unix socket */
+	MMDS_LISTEN_CONTROL_VSOCK, /* host API over AF_VSOCK, peers by CID policy */
 };
 
 struct mmds_config {
@@ -40,6 +45,8 @@ struct mmds_config {
 	uint64_t request_timeout_usec;
 	size_t max_head;
 	unsigned max_headers;
+	struct mmds_vsock_policy vsock_policy; /* who may use the vsock control */
+	bool fd_store; /* keep the document in systemd's fd store */
 };
 
 /* The file the document was last read from, to tell whether it changed
@@ -70,6 +77,7 @@ struct mmds_server {
 	size_t doc_json_len;
 	uint64_t doc_generation;
 	struct mmds_file_stamp file_stamp;
+	uint64_t fdstore_generation; /* of the copy in systemd's fd store, 0: none */
 
 	/* Connections, least recently active first. */
 	struct mmds_conn *lru_head, *lru_tail;
@@ -99,12 +107,23 @@ struct mmds_load_error {
 	char text[160];
 };
 
-/* Takes the reference. Re-renders the cached JSON and the sd_notify status. */
+/* Takes the reference. Re-renders the cached JSON, the sd_notify status and,
+ * with cfg.fd_store, the copy kept in systemd's fd store. */
 int mmds_store_set(struct mmds_server *s, json_t *doc, const char *origin);
 
 /* Reads and swaps in the document file; the old one stays on error:
  * -ENOENT, -EINVAL (invalid JSON, or not a regular file: err says which),
- * -EFBIG (over the limit), another -errno from open or read. */
-int mmds_store_load_file(struct mmds_server *s, struct mmds_load_error *err);
+ * -EFBIG (over the limit), another -errno from open or read. if_changed:
+ * returns 1 and keeps the document when the file is the one it came from
+ * (same device, inode, size and mtime), e.g. after recovering from the fd
+ * store. */
+int mmds_store_load_file(struct mmds_server *s, bool if_changed, struct mmds_load_error *err);
+
+/* A document kept by an earlier run in systemd's fd store (a sealed memfd
+ * passed as fd, named mmds-document-<generation>): takes fd. The highest
+ * generation wins; a superseded one is removed from the store. Returns 1
+ * when taken, 0 when superseded, -errno (-EPERM unsealed, -EBADMSG not an
+ * entry, -EINVAL invalid JSON: err says where). */
+int mmds_store_recover(struct mmds_server *s, int fd, uint64_t generation, struct mmds_load_error *err);
 
 #endif
