@@ -100,11 +100,14 @@ mkdir -p "$extra/etc"
 "$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
 
-# 4. Units from units/.
-mkdir -p "$extra/usr/lib/systemd/system"
+# 4. Units from units/ (NAME.tmpfiles: a tmpfiles.d entry, as NAME.conf).
+mkdir -p "$extra/usr/lib/systemd/system" "$extra/usr/lib/tmpfiles.d"
 while read -r unit; do
     [ -f "$top/units/$unit" ] || die "unit $unit: $top/units/$unit not found"
-    install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
+    case $unit in
+    *.tmpfiles) install -m 0644 "$top/units/$unit" "$extra/usr/lib/tmpfiles.d/${unit%.tmpfiles}.conf" ;;
+    *) install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit" ;;
+    esac
 done < <(lists units)
 
 incargs=()
