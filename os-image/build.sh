@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Build one flavor: out/<flavor>/{oci/,rootfs.ext4,manifest.json}.
 # Called by os-image/image.mk (`make flavor=...`); every knob is an
-# environment variable set there (see os-image/README.md):
+# environment variable set there, from the make knob of the same name in
+# lower case, whose default lives there or in the top Makefile (see
+# os-image/README.md). Nothing is defaulted here:
 #
-#   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
-#   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
-#   PACK (0: stop after mkosi, no pack.py)
+#   FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON   (required)
+#   MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE PIN_MIRROR (empty: none)
+#   OFFLINE ROOTFS_HEADROOM_MB SOURCE_DATE_EPOCH (default: the commit's time)
+#   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
+#   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
 #   kept under CACHE/mkosi-incremental/ and keyed by mkosi on the config;
@@ -17,20 +21,16 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-
-FLAVOR=${FLAVOR:-e2b-rt}
-DISTRO=${DISTRO:-debian}
-RELEASE=${RELEASE:-trixie}
-RECIPES=${RECIPES:-$top/recipes}
-OUT=${OUT:-$top/out/$FLAVOR}
-CACHE=${CACHE:-$top/out/cache}
-TOOLS=${TOOLS:-$top/build}
-: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
-export SOURCE_DATE_EPOCH
 
 die() { echo "image: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
+
+for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB; do
+    [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk sets every knob)"
+done
+: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
+export SOURCE_DATE_EPOCH
+py=$PYTHON
 
 flavordir=$here/$FLAVOR
 [ -f "$flavordir/mkosi.conf" ] || die "flavor=$FLAVOR: no $flavordir/mkosi.conf (flavors: $(cd "$here" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
@@ -88,7 +88,7 @@ done < <(lists pins)
 # 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
 # and patches its archive here).
 if [ -x "$flavordir/prepare.sh" ]; then
-    EXTRA=$extra WORK=$work RELEASE=$RELEASE "$flavordir/prepare.sh" \
+    EXTRA=$extra WORK=$work RELEASE=$RELEASE PYDEPS=${PYDEPS:-} PIP_INDEX=${PIP_INDEX:-} "$flavordir/prepare.sh" \
         || die "flavor $FLAVOR: $flavordir/prepare.sh failed (see above); stopping before mkosi"
 fi
 
@@ -107,7 +107,7 @@ while read -r unit; do
 done < <(lists units)
 
 incargs=()
-if [ "${INCREMENTAL:-1}" = 1 ]; then
+if [ "$INCREMENTAL" = 1 ]; then
     mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
     incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
 fi
@@ -140,7 +140,7 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
 # uses that to measure mkosi's own Format=oci as a peer).
-if [ "${PACK:-1}" = 0 ]; then
+if [ "$PACK" = 0 ]; then
     say "done (PACK=0): mkosi output in $work/mkosi-out"
     exit 0
 fi
@@ -148,5 +148,5 @@ $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVO
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
-    --headroom-mb "${ROOTFS_HEADROOM_MB:-256}" || die "pack failed"
+    --headroom-mb "$ROOTFS_HEADROOM_MB" || die "pack failed"
 say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

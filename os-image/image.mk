@@ -1,5 +1,8 @@
 # The product: `make [flavor=e2b-rt|e2b-ci] [release=trixie|bookworm] ...`
 # -> out/<flavor>/{oci/,rootfs.ext4,manifest.json}. See os-image/README.md.
+# Every knob reaches os-image/build.sh the same way: its default here (flavor,
+# out and python in the top Makefile), then IMAGE_ENV, as an upper-case
+# environment variable.
 
 release         ?= trixie
 distro          ?= debian
@@ -15,6 +18,10 @@ cache           ?= $(out)/cache
 incremental ?= 1
 # Free space left in rootfs.ext4 beyond the files (MiB); pools usually grow it.
 rootfs_headroom_mb ?= 256
+# e2b-ci's Python stack: debian (packages) or pip (a venv from constraints/,
+# wheels from pip_index, else $PIP_INDEX_URL).
+pydeps          ?= debian
+pip_index       ?= $(PIP_INDEX_URL)
 # 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
 pack            ?= $(or $(PACK),1)
 mkosi_args      ?= $(MKOSI_ARGS)
@@ -25,7 +32,8 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
-        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)'
+        PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
+        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

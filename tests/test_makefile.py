@@ -55,3 +55,7 @@ def test_knobs(tmp_path):
     # The upper-case names of old still work.
     assert value("build", "BUILD=/tmp/y") == "/tmp/y"
     assert value("fuzz_seconds", "FUZZ_SECONDS=7") == "7"
+    # pydeps and pip_index reach build.sh like every other knob.
+    env = value("IMAGE_ENV", "pydeps=pip", "pip_index=http://127.0.0.1:9/simple").split()  # echo drops quotes
+    assert {"PYDEPS=pip", "PIP_INDEX=http://127.0.0.1:9/simple", "RELEASE=trixie", "FLAVOR=e2b-rt",
+            "PYTHON=/usr/bin/python3"} <= set(env)
