@@ -32,8 +32,11 @@ done
 export SOURCE_DATE_EPOCH
 py=$PYTHON
 
+# A flavor is a mkosi profile (os-image/mkosi.profiles/<flavor>/), plus,
+# when it needs them, pins and a prepare.sh in os-image/<flavor>/.
+profile=$here/mkosi.profiles/$FLAVOR
 flavordir=$here/$FLAVOR
-[ -f "$flavordir/mkosi.conf" ] || die "flavor=$FLAVOR: no $flavordir/mkosi.conf (flavors: $(cd "$here" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
+[ -f "$profile/mkosi.conf" ] || die "flavor=$FLAVOR: no $profile/mkosi.conf (flavors: $(cd "$here/mkosi.profiles" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
 [ -d "$RECIPES" ] || die "recipes=$RECIPES: not a directory"
 for t in pinfetch envd-version; do
     [ -x "$TOOLS/$t" ] || die "$TOOLS/$t missing: run \`make tools\` first"
@@ -99,12 +102,28 @@ mkdir -p "$extra/etc"
 "$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
 
-# 4. Units from units/.
+# 4. Units from units/: those the presets of the base and the flavor enable
+# (the one list of a flavor's units), each socket with the service it
+# activates. Units the presets name that are not in units/ are Debian's.
+shopt -s nullglob
+presets=("$here"/mkosi.extra/usr/lib/systemd/system-preset/*.preset
+         "$profile"/mkosi.extra/usr/lib/systemd/system-preset/*.preset)
+shopt -u nullglob
+ship() { install -m 0644 "$top/units/$1" "$extra/usr/lib/systemd/system/$1"; }
 mkdir -p "$extra/usr/lib/systemd/system"
-while read -r unit; do
-    [ -f "$top/units/$unit" ] || die "unit $unit: $top/units/$unit not found"
-    install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
-done < <(lists units)
+shipped=0
+while read -r verb unit _; do
+    [ "$verb" = enable ] && [ -f "$top/units/$unit" ] || continue
+    ship "$unit"
+    shipped=$((shipped + 1))
+    if [ "${unit##*.}" = socket ]; then
+        service=$(sed -n 's/^Service=//p' "$top/units/$unit")
+        service=${service:-${unit%.socket}.service}
+        [ -f "$top/units/$service" ] || die "unit $unit activates $service: $top/units/$service not found"
+        ship "$service"
+    fi
+done < <(cat "${presets[@]}")
+[ "$shipped" -gt 0 ] || die "flavor $FLAVOR: its presets enable no unit from $top/units"
 
 incargs=()
 if [ "$INCREMENTAL" = 1 ]; then
