@@ -138,7 +138,8 @@ static int commit(enum commit_mode mode, const struct guard_config *config, stru
 	if (r == 0 && mode != COMMIT_REMOVE)
 		r = put_guard(b, config, t);
 	if (r < 0) {
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nftables batch");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE,
+				  r == -E2BIG ? "nftables batch: too large" : "nftables batch");
 		return r;
 	}
 	r = open_socket(&nl, failure);
