@@ -11,7 +11,7 @@ ci-patch-check: tools
 	a='$(archive)'; \
 	if [ -z "$$a" ]; then \
 	  a=$$tmp/code-interpreter.tar.gz; \
-	  $(BUILD)/pinfetch --lock '$(recipes)/code-interpreter.lock' --name code-interpreter \
+	  $(build)/pinfetch --lock '$(recipes)/code-interpreter.lock' --name code-interpreter \
 	    --output "$$a" --cache '$(cache)/pinfetch' \
 	    $(foreach m,$(pin_mirror),--mirror '$(m)') $(if $(filter 1,$(offline)),--offline); \
 	fi; \

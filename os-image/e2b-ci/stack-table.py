@@ -115,7 +115,7 @@ def rows(reqs, manifest):
             out.append((name, pin, "—", what, []))
         elif deb not in shipped:
             raise TableError(f"{name}: {deb} is not in the image's manifest (add it to "
-                             "os-image/e2b-ci/mkosi.conf, or change MAP)")
+                             "os-image/mkosi.profiles/e2b-ci/mkosi.conf, or change MAP)")
         else:
             out.append((name, pin, deb, shipped[deb], what))
     return out

@@ -45,7 +45,7 @@ def run(cmd, **kw):
 
 def prepare(archive, extra, work, flavor_dir=FLAVOR_DIR, env=None):
     e = dict(os.environ)
-    e.pop("pydeps", None)
+    e.pop("PYDEPS", None)
     e.update(env or {})
     return run([flavor_dir / "prepare.sh", "--archive", archive, "--extra", extra, "--work", work], env=e)
 
