@@ -80,3 +80,9 @@ chmod +x "$tmp/inner.sh"
 echo "e2b-ci idle memory: $tree${E2B_CI_ARCHIVE:+ + $E2B_CI_ARCHIVE}"
 ln -s "$tree" "$tmp/t"
 timeout 300 unshare --net --mount --pid --fork --mount-proc "$tmp/inner.sh" "$top" "$tmp/t" "$lower"
+
+# In QEMU at the pool sizes (guest MemAvailable, idle and after importing
+# pandas and matplotlib): bench/e2b-ci-vm-memory.py. BENCH_QEMU=0 skips it.
+if [ "${BENCH_QEMU:-1}" != 0 ]; then
+	/usr/bin/python3 "$top/bench/e2b-ci-vm-memory.py"
+fi

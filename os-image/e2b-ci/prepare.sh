@@ -66,6 +66,8 @@ install -m 0644 "$src/template/jupyter_server_config.py" "$EXTRA/etc/jupyter/"
 install -m 0644 "$src/template/ipython_kernel_config.py" "$EXTRA/etc/ipython/"
 install -m 0644 "$src/LICENSE" "$EXTRA$docdir/LICENSE"
 [ -f "$src/chart_data_extractor/LICENSE" ] && install -m 0644 "$src/chart_data_extractor/LICENSE" "$EXTRA$docdir/LICENSE.e2b_charts"
+# Upstream's Python recipe, the reference for the stack table (stack-table.py).
+[ -f "$src/template/requirements.txt" ] && install -m 0644 "$src/template/requirements.txt" "$EXTRA$docdir/requirements.txt"
 install -m 0644 "$here/PATCHES" "$EXTRA$docdir/PATCHES"
 install -m 0644 "$here"/patches/*.patch "$EXTRA$docdir/"
 install -m 0644 "$here/README.image" "$EXTRA$docdir/README.e2b-images"

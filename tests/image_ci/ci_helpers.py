@@ -17,11 +17,23 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import testimages  # noqa: E402
 from testimages import (  # noqa: E402,F401  (re-exported for the test modules)
     FIXTURE, FIXTURE_COMMIT, FIXTURE_TOP, ROOT, pack_fixture, serve_directory,
 )
 
 FLAVOR_DIR = ROOT / "os-image" / "e2b-ci"
+
+
+def e2b_ci_build():
+    """The session's e2b-ci build (tests/testimages.py): skips without root,
+    fails naming the build's output if it failed."""
+    if os.geteuid() != 0:
+        pytest.skip("image builds need root")
+    b = testimages.image("e2b-ci")
+    if not b.ok:
+        pytest.fail(b.failure())
+    return b
 
 
 def run(cmd, **kw):

@@ -4,7 +4,7 @@
 #
 #   start_e2b_ci_stack TREE LOGDIR
 #
-# Mounts /proc, /tmp, /home (with user's home) and /dev into TREE, serves a
+# Mounts /proc, /tmp, /home (with user's home), /dev and /dev/shm into TREE, serves a
 # stand-in envd /envs on 127.0.0.1:49983 (the API server calls it), starts
 # Jupyter and then the API server as uid 1000, and waits for each to answer.
 # Returns non-zero if the API server never answers /health.
@@ -23,6 +23,9 @@ start_e2b_ci_stack() {
 	mount -t tmpfs -o mode=0755 tmpfs "$E2B_CI_TREE/home"
 	mkdir -m 0700 "$E2B_CI_TREE/home/user" && chown 1000:1000 "$E2B_CI_TREE/home/user"
 	mount --bind /dev "$E2B_CI_TREE/dev"
+	# A plain bind leaves out /dev/shm (a mount of its own): give the stack a
+	# writable one, as systemd does in the guest (joblib, multiprocessing).
+	mount -t tmpfs -o mode=1777 tmpfs "$E2B_CI_TREE/dev/shm"
 	/usr/bin/python3 -c '
 import http.server
 class H(http.server.BaseHTTPRequestHandler):
@@ -43,5 +46,5 @@ stop_e2b_ci_stack() {
 	pkill -u 1000 || true
 	kill %1 2>/dev/null || true
 	sleep 1
-	umount "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/proc"
+	umount "$E2B_CI_TREE/dev/shm" "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/proc"
 }
