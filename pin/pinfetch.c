@@ -19,6 +19,7 @@
 #include "lock.h"
 #include "log.h"
 #include "sha256.h"
+#include "tree.h"
 
 #define EXIT_FETCH 1
 #define EXIT_USAGE 2
@@ -47,6 +48,8 @@ struct options {
 	long timeout;
 	uint64_t max_size;
 	const char *ca_file;
+	const char *hash_tree;
+	struct extract_limits limits;
 };
 
 static void on_signal(int sig)
@@ -62,6 +65,7 @@ static void usage(FILE *f)
 		"  pinfetch --url URL --sha256 HEX [--size N] [--name NAME] --output PATH [options]\n"
 		"  pinfetch --print-pin URL [--name NAME] [--version V] [options]\n"
 		"  pinfetch --hash FILE\n"
+		"  pinfetch --hash-tree DIR|ARCHIVE\n"
 		"\n"
 		"Options:\n"
 		"  --cache DIR       content-addressed cache (default " DEFAULT_CACHE ")\n"
@@ -73,9 +77,11 @@ static void usage(FILE *f)
 		"  --mode OCTAL      mode of the output file (default 0644)\n"
 		"  --timeout SEC     connect timeout and stall limit (default %ld)\n"
 		"  --max-size BYTES  refuse bodies larger than this (default %llu)\n"
+		"  --max-entries N   refuse archives with more entries (default %llu)\n"
+		"  --max-unpacked BYTES  refuse archives that unpack larger (default %llu)\n"
 		"  --quiet, --verbose\n"
 		"Exit: 0 ok, 1 fetch or verification failure, 2 usage or lock-file error.\n",
-		DEFAULT_TIMEOUT, DEFAULT_MAX_SIZE);
+		DEFAULT_TIMEOUT, DEFAULT_MAX_SIZE, EXTRACT_DEFAULT_MAX_ENTRIES, EXTRACT_DEFAULT_MAX_BYTES);
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -569,7 +575,7 @@ static int run_hash(const char *path)
 enum {
 	OPT_LOCK = 0x100, OPT_NAME, OPT_OUTPUT, OPT_URL, OPT_SHA256, OPT_SIZE, OPT_PRINT_PIN, OPT_VERSION,
 	OPT_CACHE, OPT_NO_CACHE, OPT_MIRROR, OPT_OFFLINE, OPT_ALLOW_HTTP, OPT_MODE, OPT_TIMEOUT, OPT_MAX_SIZE,
-	OPT_CA_FILE, OPT_QUIET, OPT_VERBOSE, OPT_HASH, OPT_HELP,
+	OPT_CA_FILE, OPT_QUIET, OPT_VERBOSE, OPT_HASH, OPT_HELP, OPT_HASH_TREE, OPT_MAX_ENTRIES, OPT_MAX_UNPACKED,
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -596,13 +602,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
 		{ "hash", required_argument, NULL, OPT_HASH },
 		{ "help", no_argument, NULL, OPT_HELP },
+		{ "hash-tree", required_argument, NULL, OPT_HASH_TREE },
+		{ "max-entries", required_argument, NULL, OPT_MAX_ENTRIES },
+		{ "max-unpacked", required_argument, NULL, OPT_MAX_UNPACKED },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
 	int c;
 
 	*o = (struct options){ .cache = DEFAULT_CACHE, .mode = 0644, .timeout = DEFAULT_TIMEOUT,
-			       .max_size = DEFAULT_MAX_SIZE };
+			       .max_size = DEFAULT_MAX_SIZE,
+			       .limits = { EXTRACT_DEFAULT_MAX_ENTRIES, EXTRACT_DEFAULT_MAX_BYTES } };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -655,6 +665,15 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_VERBOSE: o->verbose = true; break;
 		case OPT_HASH: o->hash_file = optarg; break;
 		case OPT_HELP: usage(stdout); exit(0);
+		case OPT_HASH_TREE: o->hash_tree = optarg; break;
+		case OPT_MAX_ENTRIES:
+		case OPT_MAX_UNPACKED:
+			if (parse_u64(optarg, 1, INT64_MAX, &v) < 0) {
+				log_error("%s must be a positive count", argv[optind - 1]);
+				return -EINVAL;
+			}
+			*(c == OPT_MAX_ENTRIES ? &o->limits.max_entries : &o->limits.max_bytes) = v;
+			break;
 		default:
 			log_error("unknown or incomplete option %s; see --help", argv[optind - 1]);
 			return -EINVAL;
@@ -665,9 +684,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return -EINVAL;
 	}
 
-	int modes = !!o->lock + !!o->url + !!o->print_pin + !!o->hash_file;
+	int modes = !!o->lock + !!o->url + !!o->print_pin + !!o->hash_file + !!o->hash_tree;
 	if (modes != 1) {
-		log_error("give exactly one of --lock, --url, --print-pin or --hash; see --help");
+		log_error("give exactly one of --lock, --url, --print-pin, --hash or --hash-tree; see --help");
 		return -EINVAL;
 	}
 	if (o->lock && (!o->name || !o->output || o->sha256 || o->size)) {
@@ -678,7 +697,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		log_error("--url needs --sha256 and --output");
 		return -EINVAL;
 	}
-	if ((o->print_pin || o->hash_file) && (o->output || o->sha256 || o->size)) {
+	if ((o->print_pin || o->hash_file || o->hash_tree) && (o->output || o->sha256 || o->size)) {
 		log_error("--print-pin and --hash print to stdout and take no --output, --sha256 or --size");
 		return -EINVAL;
 	}
@@ -719,6 +738,8 @@ int main(int argc, char **argv)
 
 	if (o.hash_file)
 		return run_hash(o.hash_file);
+	if (o.hash_tree)
+		return tree_print_local(o.hash_tree, &o.limits);
 	if (fetch_global_init() < 0) {
 		log_error("cannot initialise libcurl");
 		return EXIT_FETCH;

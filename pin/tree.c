@@ -1,0 +1,145 @@
+#include "tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+
+int tree_unpack(int archive_fd, const char *label, const char *from, const char *dest,
+		const struct extract_limits *lim, const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE],
+		char **tmp_out)
+{
+	struct extract_error xerr;
+	struct nar_error nerr;
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int root = -1;
+	int r;
+
+	if (lseek(archive_fd, 0, SEEK_SET) < 0)
+		return -errno;
+	r = extract_archive(archive_fd, dest, lim, &tmp, &xerr);
+	if (r == -EBADMSG) {
+		if (xerr.entry[0])
+			log_error("%s: archive from %s: entry \"%s\" %s; refused, nothing unpacked", label, from,
+				  xerr.entry, xerr.msg);
+		else
+			log_error("%s: archive from %s: %s; refused, nothing unpacked", label, from, xerr.msg);
+		return r;
+	}
+	if (r < 0) {
+		log_error("%s: cannot unpack beside %s: %s", label, dest, strerror(-r));
+		return r;
+	}
+	root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	r = root < 0 ? -errno : nar_hash_dirfd(root, got, &nerr);
+	if (r < 0) {
+		log_error("%s: cannot hash the unpacked tree (at %s): %s", label, root < 0 ? tmp : nerr.path, strerror(-r));
+		extract_remove_tree(tmp);
+		return r;
+	}
+	if (want && memcmp(want, got, NAR_DIGEST_SIZE) != 0) {
+		char w[NAR_SRI_SIZE], g[NAR_SRI_SIZE];
+		nar_sri(want, w);
+		nar_sri(got, g);
+		log_error("%s: tree_sha256 mismatch: expected %s, got %s, from %s; the content changed or was "
+			  "tampered with: do not use it, and check upstream before touching the pin",
+			  label, w, g, from);
+		extract_remove_tree(tmp);
+		return -EBADMSG;
+	}
+	*tmp_out = TAKE_PTR(tmp);
+	return 0;
+}
+
+static int fsync_parent(const char *path)
+{
+	_cleanup_free_ char *copy = strdup(path);
+	_cleanup_close_ int fd = -1;
+
+	if (!copy)
+		return -ENOMEM;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return -errno;
+	return 0;
+}
+
+int tree_commit(const char *tmp, const char *dest)
+{
+	struct stat st;
+	int r = 0;
+
+	if (rename(tmp, dest) == 0)
+		return fsync_parent(dest);
+	if (errno != EEXIST && errno != ENOTEMPTY && errno != ENOTDIR && errno != EISDIR) {
+		r = -errno;
+	} else if (lstat(dest, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		r = -EEXIST;
+	} else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dest, RENAME_EXCHANGE) < 0) {
+		r = -errno;
+	} else {
+		/* tmp now holds the old tree. */
+		r = fsync_parent(dest);
+		extract_remove_tree(tmp);
+		return r;
+	}
+	extract_remove_tree(tmp);
+	return r;
+}
+
+static int print_pin(const unsigned char digest[NAR_DIGEST_SIZE], const char *path)
+{
+	char sri[NAR_SRI_SIZE];
+
+	nar_sri(digest, sri);
+	printf("%s  %s\n", sri, path);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int tree_print_local(const char *path, const struct extract_limits *lim)
+{
+	unsigned char digest[NAR_DIGEST_SIZE];
+	struct stat st;
+	int r;
+
+	if (stat(path, &st) < 0) {
+		log_error("%s: %s", path, strerror(errno));
+		return 1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		struct nar_error err;
+		r = nar_hash_path(path, digest, &err);
+		if (r < 0) {
+			log_error("%s: cannot hash %s: %s", path, err.path,
+				  r == -EINVAL ? "not a file, directory or symlink" : strerror(-r));
+			return 1;
+		}
+		return print_pin(digest, path);
+	}
+
+	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	_cleanup_free_ char *holder = NULL, *dest = NULL, *tree = NULL;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		log_error("%s: %s", path, strerror(errno));
+		return 1;
+	}
+	if (asprintf(&holder, "%s/pinfetch-tree-XXXXXX", tmpdir) < 0 || !mkdtemp(holder)) {
+		log_error("%s: cannot make a temporary directory in %s: %s", path, tmpdir, strerror(errno));
+		return 1;
+	}
+	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM : tree_unpack(fd, path, path, dest, lim, NULL, digest, &tree);
+	extract_remove_tree(tree);
+	rmdir(holder);
+	if (r < 0)
+		return 1;
+	return print_pin(digest, path);
+}

@@ -1,0 +1,31 @@
+/* Tree pins: an archive is unpacked (extract.c), its tree hashed the way Nix
+ * hashes a path (nar.c), compared with the pin, and put in place whole. */
+#ifndef PIN_TREE_H
+#define PIN_TREE_H
+
+#include <stdbool.h>
+
+#include "extract.h"
+#include "nar.h"
+
+/* Unpacks the archive on archive_fd into a temporary directory beside dest
+ * and hashes it into got. With want, a different hash is -EBADMSG. On
+ * success *tmp_out is the unpacked tree, for tree_commit(); on failure
+ * nothing is left and the reason is logged, naming label, from (where the
+ * archive came from) and the entry. */
+int tree_unpack(int archive_fd, const char *label, const char *from, const char *dest,
+		const struct extract_limits *lim, const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE],
+		char **tmp_out);
+
+/* Renames the unpacked tree over dest atomically: a missing dest appears
+ * whole, an existing directory is exchanged (RENAME_EXCHANGE) and the old
+ * tree then removed. Anything else at dest is -EEXIST. The temporary tree is
+ * removed on failure. */
+int tree_commit(const char *tmp, const char *dest);
+
+/* pinfetch --hash-tree PATH: the tree pin of a directory, or of an archive's
+ * unpacked tree (unpacked under $TMPDIR and removed), printed as
+ * "sha256-<base64>  PATH". Returns an exit code. */
+int tree_print_local(const char *path, const struct extract_limits *lim);
+
+#endif
