@@ -27,10 +27,10 @@ int tree_unpack(int archive_fd, const char *label, const char *from, const char 
 	r = extract_archive(archive_fd, dest, lim, &tmp, &xerr);
 	if (r == -EBADMSG) {
 		if (xerr.entry[0])
-			log_error("%s: archive from %s: entry \"%s\" %s; refused, nothing unpacked", label, from,
+			log_error("%s: %s: entry \"%s\" %s; refused, nothing unpacked", label, from,
 				  xerr.entry, xerr.msg);
 		else
-			log_error("%s: archive from %s: %s; refused, nothing unpacked", label, from, xerr.msg);
+			log_error("%s: %s: %s; refused, nothing unpacked", label, from, xerr.msg);
 		return r;
 	}
 	if (r < 0) {
@@ -136,7 +136,7 @@ int tree_print_local(const char *path, const struct extract_limits *lim)
 		log_error("%s: cannot make a temporary directory in %s: %s", path, tmpdir, strerror(errno));
 		return 1;
 	}
-	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM : tree_unpack(fd, path, path, dest, lim, NULL, digest, &tree);
+	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM : tree_unpack(fd, "hash-tree", path, dest, lim, NULL, digest, &tree);
 	extract_remove_tree(tree);
 	rmdir(holder);
 	if (r < 0)
