@@ -12,9 +12,9 @@
 #include "cleanup.h"
 #include "log.h"
 
-int tree_unpack(int archive_fd, const char *label, const char *from, const char *dest,
-		const struct extract_limits *lim, const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE],
-		char **tmp_out)
+int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *lim,
+		const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE], char **tmp_out,
+		char *detail, size_t detail_len)
 {
 	struct extract_error xerr;
 	struct nar_error nerr;
@@ -22,25 +22,24 @@ int tree_unpack(int archive_fd, const char *label, const char *from, const char 
 	_cleanup_close_ int root = -1;
 	int r;
 
-	if (lseek(archive_fd, 0, SEEK_SET) < 0)
+	if (lseek(archive_fd, 0, SEEK_SET) < 0) {
+		snprintf(detail, detail_len, "cannot read the archive: %s", strerror(errno));
 		return -errno;
+	}
 	r = extract_archive(archive_fd, dest, lim, &tmp, &xerr);
-	if (r == -EBADMSG) {
-		if (xerr.entry[0])
-			log_error("%s: %s: entry \"%s\" %s; refused, nothing unpacked", label, from,
-				  xerr.entry, xerr.msg);
-		else
-			log_error("%s: %s: %s; refused, nothing unpacked", label, from, xerr.msg);
+	if (r == -EBADMSG && xerr.entry[0])
+		snprintf(detail, detail_len, "archive entry \"%s\" %s; refused", xerr.entry, xerr.msg);
+	else if (r == -EBADMSG)
+		snprintf(detail, detail_len, "archive refused: %s", xerr.msg);
+	else if (r < 0)
+		snprintf(detail, detail_len, "cannot unpack beside %s: %s", dest, strerror(-r));
+	if (r < 0)
 		return r;
-	}
-	if (r < 0) {
-		log_error("%s: cannot unpack beside %s: %s", label, dest, strerror(-r));
-		return r;
-	}
 	root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	r = root < 0 ? -errno : nar_hash_dirfd(root, got, &nerr);
 	if (r < 0) {
-		log_error("%s: cannot hash the unpacked tree (at %s): %s", label, root < 0 ? tmp : nerr.path, strerror(-r));
+		snprintf(detail, detail_len, "cannot hash the unpacked tree at %s/%s: %s", tmp,
+			 root < 0 ? "" : nerr.path, strerror(-r));
 		extract_remove_tree(tmp);
 		return r;
 	}
@@ -48,9 +47,7 @@ int tree_unpack(int archive_fd, const char *label, const char *from, const char 
 		char w[NAR_SRI_SIZE], g[NAR_SRI_SIZE];
 		nar_sri(want, w);
 		nar_sri(got, g);
-		log_error("%s: tree_sha256 mismatch: expected %s, got %s, from %s; the content changed or was "
-			  "tampered with: do not use it, and check upstream before touching the pin",
-			  label, w, g, from);
+		snprintf(detail, detail_len, "tree_sha256 mismatch: expected %s, got %s", w, g);
 		extract_remove_tree(tmp);
 		return -EBADMSG;
 	}
@@ -136,10 +133,14 @@ int tree_print_local(const char *path, const struct extract_limits *lim)
 		log_error("%s: cannot make a temporary directory in %s: %s", path, tmpdir, strerror(errno));
 		return 1;
 	}
-	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM : tree_unpack(fd, "hash-tree", path, dest, lim, NULL, digest, &tree);
+	char detail[1400] = "out of memory";
+	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM
+	  : tree_unpack(fd, dest, lim, NULL, digest, &tree, detail, sizeof(detail));
 	extract_remove_tree(tree);
 	rmdir(holder);
-	if (r < 0)
+	if (r < 0) {
+		log_error("%s: %s", path, detail);
 		return 1;
+	}
 	return print_pin(digest, path);
 }

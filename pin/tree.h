@@ -8,14 +8,15 @@
 #include "extract.h"
 #include "nar.h"
 
-/* Unpacks the archive on archive_fd into a temporary directory beside dest
- * and hashes it into got. With want, a different hash is -EBADMSG. On
- * success *tmp_out is the unpacked tree, for tree_commit(); on failure
- * nothing is left and the reason is logged, naming label, from (where the
- * archive came from) and the entry. */
-int tree_unpack(int archive_fd, const char *label, const char *from, const char *dest,
-		const struct extract_limits *lim, const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE],
-		char **tmp_out);
+/* Unpacks the archive on archive_fd (from its start) into a temporary
+ * directory beside dest and hashes it into got. On success *tmp_out is the
+ * unpacked tree, for tree_commit(). On failure nothing is left, and detail
+ * says why: -EBADMSG for an archive that is refused (naming the entry) or
+ * whose tree differs from want (when want is given: both pins named);
+ * another -errno for a local failure (naming the path). */
+int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *lim,
+		const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE], char **tmp_out,
+		char *detail, size_t detail_len);
 
 /* Renames the unpacked tree over dest atomically: a missing dest appears
  * whole, an existing directory is exchanged (RENAME_EXCHANGE) and the old
