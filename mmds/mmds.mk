@@ -5,7 +5,7 @@ FUZZERS += fuzz-mmds-http fuzz-mmds-document
 
 mmds_CORE := mmds/http.c mmds/document.c mmds/token.c
 
-mmds-serve_SRCS := mmds/main.c mmds/server.c $(mmds_CORE) common/log.c
+mmds-serve_SRCS := mmds/main.c mmds/server.c $(mmds_CORE) common/fileio.c common/log.c
 # libcrypto linked statically, SHA-256 only: the shared library's load
 # alone costs ~3 MiB of RSS against a 4 MiB budget (mmds/README.md).
 mmds_LIBCRYPTO_A := $(shell $(PKG_CONFIG) --variable=libdir libcrypto)/libcrypto.a

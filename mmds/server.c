@@ -27,6 +27,7 @@
 
 #include "cleanup.h"
 #include "document.h"
+#include "fileio.h"
 #include "http.h"
 #include "log.h"
 #include "token.h"
@@ -947,27 +948,16 @@ int server_load_document_file(struct server *s, int prio)
 	}
 	/* The compact form must fit max_size; the file may be pretty-printed,
 	 * so it may be larger, but not without bound. */
-	size_t raw_max = 4 * s->cfg.max_size;
-	_cleanup_free_ char *buf = malloc(raw_max + 1);
-	if (!buf)
-		return -ENOMEM;
-	size_t len = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + len, raw_max + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int r = -errno;
-			log_msg(prio, "%s: read: %s; keeping the last good document", path, strerror(-r));
-			return r;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > raw_max) {
-			log_msg(prio, "%s: larger than %zu bytes; keeping the last good document", path, raw_max);
-			return -EFBIG;
-		}
+	size_t raw_max = 4 * s->cfg.max_size, len = 0;
+	_cleanup_free_ char *buf = NULL;
+	int rr = read_small_fd(fd, raw_max, &buf, &len);
+	if (rr == -EFBIG) {
+		log_msg(prio, "%s: larger than %zu bytes; keeping the last good document", path, raw_max);
+		return rr;
+	}
+	if (rr < 0) {
+		log_msg(prio, "%s: read: %s; keeping the last good document", path, strerror(-rr));
+		return rr;
 	}
 
 	json_error_t jerr;
