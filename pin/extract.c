@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "atomicfile.h"
+#include "fileio.h"
 #include "cleanup.h"
 
 struct unpack {
@@ -310,9 +312,12 @@ static int unpack_all(struct unpack *u)
 		r = archive_read_next_header(u->a, &e);
 		if (r == ARCHIVE_EOF)
 			break;
+		if (r < ARCHIVE_WARN && !u->entries) {
+			refuse(u, NULL, "not a readable archive: %s", archive_error_string(u->a));
+			return -EMEDIUMTYPE;
+		}
 		if (r < ARCHIVE_WARN)
-			return refuse(u, u->entries ? u->err->entry : NULL, "%s: %s",
-				      u->entries ? "the next header after this entry is unreadable" : "not a readable archive",
+			return refuse(u, u->err->entry, "is followed by an unreadable header: %s",
 				      archive_error_string(u->a));
 		if ((r = unpack_entry(u, e)) < 0)
 			return r;
@@ -342,12 +347,90 @@ static int temp_dir_beside(const char *dest, char **out)
 	return 0;
 }
 
+/* A compressed archive is decompressed in a second thread and read through a
+ * pipe, as `tar -xz` runs gzip beside tar: the inflating and the unpacking
+ * (file creation, writes) overlap. The thread reads the outer compression
+ * only (libarchive's "raw" format); a stop by the reader (EPIPE) is normal. */
+struct inflater {
+	struct archive *raw;
+	int out;      /* the pipe's write end; the thread closes it */
+	pthread_t thread;
+	bool running;
+	char error[200]; /* the decompressor's complaint, if it had one */
+};
+
+static void *inflate_main(void *arg)
+{
+	struct inflater *inf = arg;
+	sigset_t pipe_sig;
+	const void *block;
+	size_t len;
+	la_int64_t offset;
+	int r;
+
+	/* A write to a closed pipe must return EPIPE, not kill the process. */
+	sigemptyset(&pipe_sig);
+	sigaddset(&pipe_sig, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+	while ((r = archive_read_data_block(inf->raw, &block, &len, &offset)) == ARCHIVE_OK)
+		if (write_all(inf->out, block, len) < 0)
+			break; /* the reader stopped: done */
+	if (r < ARCHIVE_WARN)
+		snprintf(inf->error, sizeof(inf->error), "%s", archive_error_string(inf->raw));
+	close(inf->out);
+	return NULL;
+}
+
+/* Starts the thread when fd holds a compressed stream; *in is then the pipe
+ * to read, else fd itself (rewound). */
+static int inflater_start(struct inflater *inf, int fd, int *in)
+{
+	struct archive_entry *e;
+	int p[2];
+
+	*in = fd;
+	inf->raw = archive_read_new();
+	if (!inf->raw)
+		return -ENOMEM;
+	archive_read_support_filter_all(inf->raw);
+	archive_read_support_format_raw(inf->raw);
+	if (archive_read_open_fd(inf->raw, fd, 1 << 17) != ARCHIVE_OK ||
+	    archive_read_next_header(inf->raw, &e) != ARCHIVE_OK || archive_filter_count(inf->raw) < 2) {
+		archive_read_free(inf->raw);
+		inf->raw = NULL;
+		return lseek(fd, 0, SEEK_SET) < 0 ? -errno : 0; /* not compressed: read it directly */
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; a smaller pipe only costs speed */
+	inf->out = p[1];
+	if (pthread_create(&inf->thread, NULL, inflate_main, inf) != 0) {
+		close(p[0]);
+		close(p[1]);
+		return -EAGAIN;
+	}
+	inf->running = true;
+	*in = p[0];
+	return 0;
+}
+
+static void inflater_stop(struct inflater *inf, int in)
+{
+	if (inf->running) {
+		close(in); /* unblocks the thread's write with EPIPE */
+		pthread_join(inf->thread, NULL);
+	}
+	if (inf->raw)
+		archive_read_free(inf->raw);
+}
+
 int extract_archive(int fd, const char *dest, const struct extract_limits *lim, char **tmp_out,
 		    struct extract_error *err)
 {
 	struct unpack u = { .lim = lim, .err = err, .root = -1, .parent_fd = -1 };
+	struct inflater inf = { .out = -1 };
 	_cleanup_free_ char *tmp = NULL;
-	int r;
+	int in = -1, r;
 
 	err->entry[0] = err->msg[0] = '\0';
 	r = temp_dir_beside(dest, &tmp);
@@ -357,6 +440,8 @@ int extract_archive(int fd, const char *dest, const struct extract_limits *lim, 
 		r = -errno;
 		goto out;
 	}
+	if ((r = inflater_start(&inf, fd, &in)) < 0)
+		goto out;
 	u.a = archive_read_new();
 	if (!u.a) {
 		r = -ENOMEM;
@@ -366,14 +451,18 @@ int extract_archive(int fd, const char *dest, const struct extract_limits *lim, 
 	archive_read_support_format_tar(u.a);
 	archive_read_support_format_gnutar(u.a);
 	archive_read_support_format_zip(u.a);
-	if (archive_read_open_fd(u.a, fd, 1 << 17) != ARCHIVE_OK) {
-		r = refuse(&u, NULL, "not a readable archive: %s", archive_error_string(u.a));
+	if (archive_read_open_fd(u.a, in, 1 << 17) != ARCHIVE_OK) {
+		refuse(&u, NULL, "not a readable archive: %s", archive_error_string(u.a));
+		r = -EMEDIUMTYPE;
 		goto out;
 	}
 	r = unpack_all(&u);
 out:
 	if (u.a)
 		archive_read_free(u.a);
+	inflater_stop(&inf, in);
+	if (r < 0 && inf.error[0] && r != -EMEDIUMTYPE) /* the real cause of a truncated stream */
+		snprintf(err->msg, sizeof(err->msg), "cannot be decompressed: %s", inf.error);
 	if (u.parent_fd >= 0)
 		close(u.parent_fd);
 	if (u.root >= 0)

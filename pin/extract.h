@@ -33,8 +33,9 @@ struct extract_error {
 /* Unpacks the archive read from fd into a new directory beside dest
  * (".NAME.tree-XXXXXX" in dest's directory, which must exist) and returns its
  * path in *tmp_out (malloc'ed). The caller hashes it, then renames it into
- * place or removes it with extract_remove_tree(). -EBADMSG: the archive is
- * refused or unreadable (err says why); other -errno: the local file system. */
+ * place or removes it with extract_remove_tree(). -EMEDIUMTYPE: not an
+ * archive at all; -EBADMSG: the archive is refused or broken (err says why);
+ * other -errno: the local file system. */
 int extract_archive(int fd, const char *dest, const struct extract_limits *lim, char **tmp_out,
 		    struct extract_error *err);
 

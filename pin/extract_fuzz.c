@@ -1,10 +1,11 @@
 /* libFuzzer target for the hand-written parsers of tree pins: archive entry
- * paths (extract_split_path) and the lock's "sha256-<base64>" (nar_parse_sri). */
+ * paths (extract_split_path) and the lock's "sha256-<base64>" (lock_parse_tree_sha256). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "extract.h"
+#include "lock.h"
 #include "nar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (!why) {
 		abort();
 	}
-	if (nar_parse_sri((const char *)data, size, d) == 0) {
+	if (lock_parse_tree_sha256((const char *)data, size, d) == 0) {
 		nar_sri(d, sri);
 		if (size != strlen(sri) || memcmp(sri, data, size) != 0)
 			abort(); /* only canonical forms are accepted */

@@ -40,7 +40,5 @@ int nar_hash_path(const char *path, unsigned char digest[NAR_DIGEST_SIZE], struc
 void nar_hex(const unsigned char digest[NAR_DIGEST_SIZE], char out[NAR_HEX_SIZE]);
 void nar_sri(const unsigned char digest[NAR_DIGEST_SIZE], char out[NAR_SRI_SIZE]);
 void nar_nix32(const unsigned char digest[NAR_DIGEST_SIZE], char out[NAR_NIX32_SIZE]);
-/* Parses "sha256-<44 base64>" (a lock's tree_sha256); -EINVAL otherwise. */
-int nar_parse_sri(const char *s, size_t len, unsigned char digest[NAR_DIGEST_SIZE]);
 
 #endif

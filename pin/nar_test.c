@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lock.h"
 #include "nar.h"
 #include "tap.h"
 
@@ -75,12 +76,12 @@ int main(void)
 	ok(nar_hash_path(path_in(dir, "t"), back, &err) == -EINVAL && !strcmp(err.path, "sub/fifo"), "a FIFO is refused and named (%s)", err.path);
 
 	/* SRI round trip and strictness. */
-	ok(nar_parse_sri(sri, strlen(sri), back) == 0 && !memcmp(back, d, sizeof(d)), "SRI parses back");
-	ok(nar_parse_sri("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgF=", 51, back) == -EINVAL, "non-canonical last digit refused");
-	ok(nar_parse_sri("sha512-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgE=", 51, back) == -EINVAL, "another algorithm refused");
-	ok(nar_parse_sri("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgE", 50, back) == -EINVAL, "missing padding refused");
-	ok(nar_parse_sri("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8Pg==", 51, back) == -EINVAL, "double padding refused");
-	ok(nar_parse_sri("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb-2zkA96ovuBIzO8PgE=", 51, back) == -EINVAL, "url-safe alphabet refused");
+	ok(lock_parse_tree_sha256(sri, strlen(sri), back) == 0 && !memcmp(back, d, sizeof(d)), "SRI parses back");
+	ok(lock_parse_tree_sha256("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgF=", 51, back) == -EINVAL, "non-canonical last digit refused");
+	ok(lock_parse_tree_sha256("sha512-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgE=", 51, back) == -EINVAL, "another algorithm refused");
+	ok(lock_parse_tree_sha256("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8PgE", 50, back) == -EINVAL, "missing padding refused");
+	ok(lock_parse_tree_sha256("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb/2zkA96ovuBIzO8Pg==", 51, back) == -EINVAL, "double padding refused");
+	ok(lock_parse_tree_sha256("sha256-+/WSyYhQLaTECPtb+pcdPq5Eb-2zkA96ovuBIzO8PgE=", 51, back) == -EINVAL, "url-safe alphabet refused");
 
 	char cmd[4200];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -29,7 +29,7 @@ int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *l
 	r = extract_archive(archive_fd, dest, lim, &tmp, &xerr);
 	if (r == -EBADMSG && xerr.entry[0])
 		snprintf(detail, detail_len, "archive entry \"%s\" %s; refused", xerr.entry, xerr.msg);
-	else if (r == -EBADMSG)
+	else if (r == -EBADMSG || r == -EMEDIUMTYPE)
 		snprintf(detail, detail_len, "archive refused: %s", xerr.msg);
 	else if (r < 0)
 		snprintf(detail, detail_len, "cannot unpack beside %s: %s", dest, strerror(-r));
@@ -91,18 +91,39 @@ int tree_commit(const char *tmp, const char *dest)
 	return r;
 }
 
-static int print_pin(const unsigned char digest[NAR_DIGEST_SIZE], const char *path)
+int tree_pin_of_archive(int archive_fd, const struct extract_limits *lim, unsigned char digest[NAR_DIGEST_SIZE],
+			char *detail, size_t detail_len)
 {
-	char sri[NAR_SRI_SIZE];
+	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	_cleanup_free_ char *holder = NULL, *dest = NULL, *tree = NULL;
+	int r;
 
-	nar_sri(digest, sri);
-	printf("%s  %s\n", sri, path);
-	return fflush(stdout) == 0 ? 0 : 1;
+	if (asprintf(&holder, "%s/pinfetch-tree-XXXXXX", tmpdir) < 0) {
+		holder = NULL;
+		snprintf(detail, detail_len, "out of memory");
+		return -ENOMEM;
+	}
+	if (!mkdtemp(holder)) {
+		r = -errno;
+		snprintf(detail, detail_len, "cannot make a temporary directory in %s: %s", tmpdir, strerror(errno));
+		return r;
+	}
+	if (asprintf(&dest, "%s/tree", holder) < 0) {
+		dest = NULL;
+		rmdir(holder);
+		snprintf(detail, detail_len, "out of memory");
+		return -ENOMEM;
+	}
+	r = tree_unpack(archive_fd, dest, lim, NULL, digest, &tree, detail, detail_len);
+	extract_remove_tree(tree);
+	rmdir(holder);
+	return r;
 }
 
 int tree_print_local(const char *path, const struct extract_limits *lim)
 {
 	unsigned char digest[NAR_DIGEST_SIZE];
+	char detail[1400];
 	struct stat st;
 	int r;
 
@@ -118,29 +139,20 @@ int tree_print_local(const char *path, const struct extract_limits *lim)
 				  r == -EINVAL ? "not a file, directory or symlink" : strerror(-r));
 			return 1;
 		}
-		return print_pin(digest, path);
+	} else {
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			log_error("%s: %s", path, strerror(errno));
+			return 1;
+		}
+		r = tree_pin_of_archive(fd, lim, digest, detail, sizeof(detail));
+		if (r < 0) {
+			log_error("%s: %s", path, detail);
+			return 1;
+		}
 	}
-
-	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	_cleanup_free_ char *holder = NULL, *dest = NULL, *tree = NULL;
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		log_error("%s: %s", path, strerror(errno));
-		return 1;
-	}
-	if (asprintf(&holder, "%s/pinfetch-tree-XXXXXX", tmpdir) < 0 || !mkdtemp(holder)) {
-		log_error("%s: cannot make a temporary directory in %s: %s", path, tmpdir, strerror(errno));
-		return 1;
-	}
-	char detail[1400] = "out of memory";
-	r = asprintf(&dest, "%s/tree", holder) < 0 ? -ENOMEM
-	  : tree_unpack(fd, dest, lim, NULL, digest, &tree, detail, sizeof(detail));
-	extract_remove_tree(tree);
-	rmdir(holder);
-	if (r < 0) {
-		log_error("%s: %s", path, detail);
-		return 1;
-	}
-	return print_pin(digest, path);
+	char sri[NAR_SRI_SIZE];
+	nar_sri(digest, sri);
+	printf("%s  %s\n", sri, path);
+	return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -24,6 +24,11 @@ int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *l
  * removed on failure. */
 int tree_commit(const char *tmp, const char *dest);
 
+/* The tree pin of an archive, unpacked under $TMPDIR and removed again.
+ * -EMEDIUMTYPE: not an archive; other errors as tree_unpack(). */
+int tree_pin_of_archive(int archive_fd, const struct extract_limits *lim, unsigned char digest[NAR_DIGEST_SIZE],
+			char *detail, size_t detail_len);
+
 /* pinfetch --hash-tree PATH: the tree pin of a directory, or of an archive's
  * unpacked tree (unpacked under $TMPDIR and removed), printed as
  * "sha256-<base64>  PATH". Returns an exit code. */

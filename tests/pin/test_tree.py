@@ -160,3 +160,173 @@ def test_not_an_archive(tools, tmp_path):
     junk.write_bytes(b"\x1f\x8b" + os.urandom(1000))
     cp = hash_tree(tools, junk, tmpdir=tmp_path)
     assert cp.returncode == 1 and str(junk) in cp.stderr and "refused" in cp.stderr, cp.stderr
+
+
+# -- pinfetch fetching a tree pin: lock key tree_sha256, cache, mirrors ----
+
+import base64  # noqa: E402
+import hashlib  # noqa: E402
+import shutil  # noqa: E402
+
+import pin_httpd as httpd  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A tree, its archive (tar.gz) and another packing of it (zip), the two pins."""
+    d = tmp_path_factory.mktemp("project")
+    src = trees.make_tree("mixed", d / "src" / "project-2.0")
+    tgz = trees.pack(src, d / "project.tar.gz", "tar.gz", 6)
+    zipped = trees.pack(src, d / "project.zip", "zip", 9, reverse=True)
+    return {"src": src, "tgz": tgz.read_bytes(), "zip": zipped.read_bytes(), "tree": trees.nix_sri(src),
+            "sha": hashlib.sha256(tgz.read_bytes()).hexdigest()}
+
+
+def tree_hex(sri):
+    return base64.b64decode(sri[len("sha256-"):]).hex()
+
+
+def write_lock(path, url, sha=None, tree=None, name="proj"):
+    text = f"[{name}]\nversion = 2.0\nurl = {url}\n"
+    text += f"sha256 = {sha}\n" if sha else ""
+    text += f"tree_sha256 = {tree}\n" if tree else ""
+    path.write_text(text)
+    return path
+
+
+def fetch_tree(tools, work, lock, *extra, name="proj"):
+    return tools.run("pinfetch", "--lock", lock, "--name", name, "--output", work / "out" / name,
+                     "--cache", work / "cache", *extra)
+
+
+@pytest.fixture
+def work(tmp_path):
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def assert_nothing_left(work, cache_too=True):
+    assert os.listdir(work / "out") == [], os.listdir(work / "out")
+    if cache_too and (work / "cache" / "tree").exists():
+        assert os.listdir(work / "cache" / "tree") == []
+
+
+@pytest.mark.parametrize("pins", ["tree", "both"])
+def test_fetch_a_tree_pin(tools, work, project, pins):
+    with httpd.Server() as s:
+        s.routes["/p.tgz"] = httpd.body(project["tgz"])
+        lock = write_lock(work / "p.lock", s.url("/p.tgz"), project["sha"] if pins == "both" else None,
+                          project["tree"])
+        cp = fetch_tree(tools, work, lock)
+    assert cp.returncode == 0, cp.stderr
+    out = work / "out" / "proj"
+    assert out.is_dir() and (out / "run.sh").stat().st_mode & 0o100
+    assert trees.nix_sri(out) == project["tree"]
+    assert sorted(os.listdir(work / "out")) == ["proj"], "a temporary directory was left"
+    # Cached by the tree pin, as the archive (a cache is a mirror).
+    assert (work / "cache" / "tree" / tree_hex(project["tree"])).read_bytes() == project["tgz"]
+    # Again, with the server gone and the output there: from the cache, replaced whole.
+    (out / "stray").write_text("old")
+    cp = fetch_tree(tools, work, lock, "--offline")
+    assert cp.returncode == 0, cp.stderr
+    assert not (out / "stray").exists() and trees.nix_sri(out) == project["tree"]
+    assert sorted(os.listdir(work / "out")) == ["proj"]
+
+
+def test_a_stanza_needs_a_pin(tools, work):
+    lock = write_lock(work / "p.lock", "https://example.invalid/p.tgz")
+    cp = fetch_tree(tools, work, lock)
+    assert cp.returncode == 2 and "sha256" in cp.stderr and "tree_sha256" in cp.stderr, cp.stderr
+    lock.write_text("[proj]\nversion = 1\nurl = https://example.invalid/p\ntree_sha256 = sha256-abc=\n")
+    cp = fetch_tree(tools, work, lock)
+    assert cp.returncode == 2 and "p.lock:4" in cp.stderr and "tree_sha256" in cp.stderr, cp.stderr
+
+
+def test_every_given_pin_is_checked(tools, work, project):
+    other = trees.make_tree("exec_bits", work / "other" / "project-2.0")
+    with httpd.Server() as s:
+        s.routes["/p.tgz"] = httpd.body(project["tgz"])
+        # Right tree, wrong bytes.
+        cp = fetch_tree(tools, work, write_lock(work / "a.lock", s.url("/p.tgz"), "0" * 64, project["tree"]))
+        assert cp.returncode == 1 and "sha256 mismatch" in cp.stderr, cp.stderr
+        assert_nothing_left(work)
+        # Right bytes, wrong tree.
+        cp = fetch_tree(tools, work, write_lock(work / "b.lock", s.url("/p.tgz"), project["sha"],
+                                                trees.nix_sri(other)))
+        assert cp.returncode == 1 and "tree_sha256 mismatch" in cp.stderr and project["tree"] in cp.stderr, cp.stderr
+        assert trees.nix_sri(other) in cp.stderr
+        assert_nothing_left(work)
+
+
+def test_tree_mirror_with_another_packing_offline(tools, work, project):
+    """A mirror holds PREFIX/tree/<hex>: any archive whose tree matches (here a
+    zip, where the canonical URL serves a tar.gz)."""
+    mirror = work / "mirror"
+    (mirror / "tree").mkdir(parents=True)
+    (mirror / "tree" / tree_hex(project["tree"])).write_bytes(project["zip"])
+    lock = write_lock(work / "p.lock", "https://example.invalid/p.tgz", None, project["tree"])
+    cp = fetch_tree(tools, work, lock, "--offline", "--mirror", f"file://{mirror}")
+    assert cp.returncode == 0, cp.stderr
+    assert trees.nix_sri(work / "out" / "proj") == project["tree"]
+    # Offline without the mirror or cache: fails at once, naming it.
+    shutil.rmtree(work / "cache")
+    shutil.rmtree(work / "out" / "proj")
+    cp = fetch_tree(tools, work, lock, "--offline")
+    assert cp.returncode == 1 and "proj" in cp.stderr and "offline" in cp.stderr, cp.stderr
+    assert_nothing_left(work)
+
+
+def test_a_bad_mirror_falls_through_to_the_next_source(tools, work, project):
+    mirror = work / "mirror"
+    (mirror / "tree").mkdir(parents=True)
+    evil = tar_bytes([TOP, ti("top/run.sh", data=b"#!/bin/sh\nrm -rf /\n", mode=0o755)])
+    (mirror / "tree" / tree_hex(project["tree"])).write_bytes(evil)
+    with httpd.Server() as s:
+        s.routes["/p.tgz"] = httpd.body(project["tgz"])
+        lock = write_lock(work / "p.lock", s.url("/p.tgz"), None, project["tree"])
+        cp = fetch_tree(tools, work, lock, "--mirror", f"file://{mirror}")
+    assert cp.returncode == 0, cp.stderr
+    assert "tree_sha256 mismatch" in cp.stderr and "mirror" in cp.stderr
+    assert trees.nix_sri(work / "out" / "proj") == project["tree"]
+
+
+def test_corrupt_cache_entry_is_dropped(tools, work, project):
+    (work / "cache" / "tree").mkdir(parents=True)
+    (work / "cache" / "tree" / tree_hex(project["tree"])).write_bytes(project["tgz"][:-100])
+    with httpd.Server() as s:
+        s.routes["/p.tgz"] = httpd.body(project["tgz"])
+        lock = write_lock(work / "p.lock", s.url("/p.tgz"), None, project["tree"])
+        cp = fetch_tree(tools, work, lock)
+    assert cp.returncode == 0, cp.stderr
+    assert "cache" in cp.stderr and "dropped" in cp.stderr
+    assert (work / "cache" / "tree" / tree_hex(project["tree"])).read_bytes() == project["tgz"]
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_archive_fetched_is_refused_and_not_cached(tools, work, case):
+    members, entry, why = HOSTILE[case]
+    data = tar_bytes(members)
+    with httpd.Server() as s:
+        s.routes["/h.tgz"] = httpd.body(data)
+        lock = write_lock(work / "h.lock", s.url("/h.tgz"), hashlib.sha256(data).hexdigest(),
+                          "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")
+        cp = fetch_tree(tools, work, lock)
+    assert cp.returncode == 1, cp.stderr
+    assert "proj" in cp.stderr and f'entry "{entry}' in cp.stderr and why in cp.stderr, cp.stderr
+    assert_nothing_left(work)
+    assert not pathlib.Path("/tmp/evil").exists()
+
+
+def test_print_pin_prints_both_pins_for_an_archive(tools, work, project):
+    with httpd.Server() as s:
+        s.routes["/v2.0/p.tgz"] = httpd.body(project["tgz"])
+        s.routes["/v1.0/blob"] = httpd.body(b"not an archive")
+        cp = tools.run("pinfetch", "--print-pin", s.url("/v2.0/p.tgz"), "--name", "proj")
+        assert cp.returncode == 0, cp.stderr
+        assert f"sha256 = {project['sha']}\n" in cp.stdout and f"tree_sha256 = {project['tree']}\n" in cp.stdout
+        (work / "p.lock").write_text(cp.stdout)
+        blob = tools.run("pinfetch", "--print-pin", s.url("/v1.0/blob"))
+        assert blob.returncode == 0 and "tree_sha256" not in blob.stdout and "sha256 = " in blob.stdout
+        cp = fetch_tree(tools, work, work / "p.lock")
+        assert cp.returncode == 0, cp.stderr  # the printed stanza is a valid lock
+    assert trees.nix_sri(work / "out" / "proj") == project["tree"]
