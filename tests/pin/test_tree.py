@@ -330,3 +330,38 @@ def test_print_pin_prints_both_pins_for_an_archive(tools, work, project):
         cp = fetch_tree(tools, work, work / "p.lock")
         assert cp.returncode == 0, cp.stderr  # the printed stanza is a valid lock
     assert trees.nix_sri(work / "out" / "proj") == project["tree"]
+
+
+def zip_bytes(members):
+    """A zip written with Python's zipfile: (name, data, unix mode) triples."""
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data, mode in members:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = mode << 16
+            z.writestr(info, data)
+    return buf.getvalue()
+
+
+ZIP_HOSTILE = {
+    "zip_dotdot": ([("top/", b"", 0o40755), ("top/../../evil", b"x", 0o100644)], "top/../../evil", '".."'),
+    "zip_absolute": ([("top/", b"", 0o40755), ("/tmp/evil", b"x", 0o100644)], "/tmp/evil", "absolute"),
+    "zip_through_symlink": ([("top/", b"", 0o40755), ("top/l", b"/tmp", 0o120777), ("top/l/evil", b"x", 0o100644)],
+                            "top/l/evil", "through the symlink"),
+    "zip_setuid": ([("top/", b"", 0o40755), ("top/su", b"x", 0o104755)], "top/su", "setuid"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ZIP_HOSTILE))
+def test_hostile_zip_refused(tools, tmp_path, case):
+    members, entry, why = ZIP_HOSTILE[case]
+    archive = tmp_path / f"{case}.zip"
+    archive.write_bytes(zip_bytes(members))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cp = hash_tree(tools, archive, tmpdir=scratch)
+    assert cp.returncode == 1, cp.stderr
+    assert f'entry "{entry}' in cp.stderr and why in cp.stderr, cp.stderr
+    assert list(scratch.iterdir()) == []
+    assert not pathlib.Path("/tmp/evil").exists()
