@@ -297,5 +297,7 @@ if __name__ == "__main__":
     cp = make(sys.argv[1], pathlib.Path(sys.argv[2]).resolve(), *sys.argv[3:])
     sys.stdout.write(cp.stdout)
     sys.stderr.write(cp.stderr)
+    if sys.argv[1] == "e2b-ci":
+        print(f"e2b-ci code-interpreter: {standins().ci_source}; {cp.seconds:.0f}s", file=sys.stderr)
     standins().close()
     sys.exit(cp.returncode)
