@@ -27,10 +27,15 @@ static void report_success(const struct run *run)
 
 	char tree[NAR_SRI_SIZE];
 
-	if (a->has_tree) {
+	if (a->has_tree)
 		nar_sri(a->tree_sha256, tree);
+	if (a->has_tree && run->out.dir_sync_failed)
+		log_warning("%s: %s is in place and verified (tree_sha256 %s), but syncing its directory failed: %s; "
+			    "it may not survive a crash of this machine",
+			    a->name, o->output, tree, strerror(-run->out.err));
+	else if (a->has_tree)
 		log_info("%s: %s verified (tree_sha256 %s), from %s", a->name, o->output, tree, run->out.from);
-	} else if (run->out.dir_sync_failed)
+	else if (run->out.dir_sync_failed)
 		log_warning("%s: %s is in place and verified (sha256 %s), but syncing its directory failed: %s; "
 			    "it may not survive a crash of this machine",
 			    a->name, o->output, a->sha256, strerror(-run->out.err));

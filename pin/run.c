@@ -97,11 +97,16 @@ static int commit_dest(struct run *run, const char *from)
 		return fail(run, STAGE_INTERRUPTED, -EINTR);
 	if (run->a->has_tree) {
 		/* The verified tree, renamed into place whole (tree_commit removes it on failure). */
-		r = tree_commit(run->tree_tmp, run->o->output);
+		bool in_place;
+		r = tree_commit(run->tree_tmp, run->o->output, &in_place);
 		free(run->tree_tmp);
 		run->tree_tmp = NULL;
-		if (r < 0)
+		if (r < 0 && in_place) {
+			run->out.dir_sync_failed = true; /* verified and in place; only durability is in doubt */
+			run->out.err = r;
+		} else if (r < 0) {
 			return fail(run, STAGE_COMMIT, r);
+		}
 		run->out.from = from;
 		return 0;
 	}

@@ -68,13 +68,16 @@ static int fsync_parent(const char *path)
 	return 0;
 }
 
-int tree_commit(const char *tmp, const char *dest)
+int tree_commit(const char *tmp, const char *dest, bool *in_place)
 {
 	struct stat st;
 	int r = 0;
 
-	if (rename(tmp, dest) == 0)
+	*in_place = false;
+	if (rename(tmp, dest) == 0) {
+		*in_place = true;
 		return fsync_parent(dest);
+	}
 	if (errno != EEXIST && errno != ENOTEMPTY && errno != ENOTDIR && errno != EISDIR) {
 		r = -errno;
 	} else if (lstat(dest, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -83,6 +86,7 @@ int tree_commit(const char *tmp, const char *dest)
 		r = -errno;
 	} else {
 		/* tmp now holds the old tree. */
+		*in_place = true;
 		r = fsync_parent(dest);
 		extract_remove_tree(tmp);
 		return r;

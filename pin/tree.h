@@ -21,8 +21,9 @@ int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *l
 /* Renames the unpacked tree over dest atomically: a missing dest appears
  * whole, an existing directory is exchanged (RENAME_EXCHANGE) and the old
  * tree then removed. Anything else at dest is -EEXIST. The temporary tree is
- * removed on failure. */
-int tree_commit(const char *tmp, const char *dest);
+ * removed on failure. *in_place says whether the tree got there (a failing
+ * fsync of the directory afterwards is still an error). */
+int tree_commit(const char *tmp, const char *dest, bool *in_place);
 
 /* The tree pin of an archive, unpacked under $TMPDIR and removed again.
  * -EMEDIUMTYPE: not an archive; other errors as tree_unpack(). */

@@ -365,3 +365,20 @@ def test_hostile_zip_refused(tools, tmp_path, case):
     assert f'entry "{entry}' in cp.stderr and why in cp.stderr, cp.stderr
     assert list(scratch.iterdir()) == []
     assert not pathlib.Path("/tmp/evil").exists()
+
+
+def test_tree_directory_fsync_failure_after_the_rename_is_a_warning(tools, work, project, tmp_path_factory):
+    """As for files: once renamed, the verified tree IS in place, so a failing
+    fsync of its directory is a warning that says so (tests/pin/fsync_dir_fails.c)."""
+    so = tmp_path_factory.mktemp("shim") / "fsync_dir_fails.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    str(pathlib.Path(__file__).parent / "fsync_dir_fails.c"), "-ldl"], check=True)
+    env = {**os.environ, "LD_PRELOAD": str(so), "ASAN_OPTIONS": "verify_asan_link_order=0"}
+    with httpd.Server() as s:
+        s.routes["/p.tgz"] = httpd.body(project["tgz"])
+        lock = write_lock(work / "p.lock", s.url("/p.tgz"), None, project["tree"])
+        cp = tools.run("pinfetch", "--lock", lock, "--name", "proj", "--output", work / "out" / "proj",
+                       "--no-cache", env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert "in place and verified (tree_sha256" in cp.stderr and "syncing its directory failed" in cp.stderr
+    assert trees.nix_sri(work / "out" / "proj") == project["tree"]
