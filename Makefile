@@ -1,60 +1,79 @@
 # e2b-images: guest OS images for E2B-compatible microVM sandboxes.
 #
-#   make [flavor=e2b-rt|e2b-ci]   build the image (until the image lands: the tools)
+# Targets:
+#   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
+#   make repro [flavor=]          build twice from scratch, compare every digest
+#   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
+#   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
+#   make templates registry=R     write out/templates/<flavor>.json, pinned by digest
+#   make ci-patch-check           apply e2b-ci's patches to the pinned archive, no mkosi
 #   make tools                    build the C tools into build/
 #   make test                     install what is missing, build, run every test layer
 #   make deps                     install build and test dependencies (Debian 12/13, root)
-#   make fuzz                     run every fuzzer for longer (FUZZ_SECONDS per target)
+#   make fuzz                     run every fuzzer for longer (fuzz_seconds per target)
 #   make bench                    run the benchmarks in bench/
+#   (helpers: san-tools units fuzzers image-preflight guest-tools clean print-VAR)
+#
+# Knobs (lower case, set on the command line; defaults in brackets):
+#   flavor=e2b-rt|e2b-ci   [e2b-rt]   release=trixie|bookworm [trixie]   distro [debian]
+#   mirror security_mirror snapshot snapshot_base   apt sources (os-image/README.md)
+#   recipes=DIR [recipes]  pin_mirror=PREFIX...   offline=0|1 [0]   cache [out/cache]
+#   out=DIR [out]          incremental=0|1 [1]    rootfs_headroom_mb [256]
+#   pydeps=debian|pip [debian]   pip_index=URL   (e2b-ci's Python stack)
+#   pack=0|1 [1]           mkosi_args=...         (bench/image.sh's peer run)
+#   registry tag cert_dir flavors boot_timeout    (ci/ci.mk)   archive=FILE (ci-patch-check)
+#   build=DIR [build]      fuzz_seconds [300]     pytest_args=...
+# Toolchain variables keep make's usual names: CC CLANG CFLAGS PKG_CONFIG DESTDIR.
+# The upper-case names these knobs once had (BUILD, FUZZ_SECONDS, PYTEST_ARGS,
+# PACK, MKOSI_ARGS) are still accepted.
 
-flavor ?= e2b-rt
-BUILD  ?= build
-PYTHON := /usr/bin/python3
+flavor       ?= e2b-rt
+out          ?= out
+build        ?= $(or $(BUILD),build)
+fuzz_seconds ?= $(or $(FUZZ_SECONDS),300)
+pytest_args  ?= $(PYTEST_ARGS)
+# The one Python every script and test runs with (Debian's, with its packages).
+python       := /usr/bin/python3
 
-.DEFAULT_GOAL := default
-.PHONY: default tools san-tools fuzzers units deps test fuzz bench clean
+.DEFAULT_GOAL := image
+.PHONY: tools san-tools fuzzers units deps test fuzz bench clean
 
 include mk/c.mk
--include pin/pin.mk
--include guard/guard.mk
--include mmds/mmds.mk
--include os-image/image.mk
--include ci/ci.mk
-
-# Until the image issue lands, `make` builds the tools.
-IMAGE_TARGET ?= tools
-default: $(IMAGE_TARGET)
+include pin/pin.mk
+include guard/guard.mk
+include mmds/mmds.mk
+include os-image/image.mk
+include ci/ci.mk
 
 deps:
 	@bash mk/deps.sh
 
 # Every layer, one pytest run, one summary line at the end: the C unit tests
 # (plain and ASan+UBSan), a short run of every fuzzer, the integration tests
-# against both builds, and the image tests once they exist.
+# against both builds, the image builds and the boot test.
 test: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
-	$(PYTHON) -m pytest -p no:cacheprovider -ra tests $(PYTEST_ARGS)
+	$(python) -m pytest -p no:cacheprovider -ra tests $(pytest_args)
 
-FUZZ_SECONDS ?= 300
 fuzz: fuzzers
 	@set -e; for f in $(FUZZERS); do \
-	  mkdir -p $(BUILD)/fuzz/corpus/$$f; \
-	  echo "fuzz: $$f for $(FUZZ_SECONDS)s"; \
-	  $(BUILD)/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus/$$f tests/fuzz/corpus/$$f; \
+	  mkdir -p $(build)/fuzz/corpus/$$f; \
+	  echo "fuzz: $$f for $(fuzz_seconds)s"; \
+	  $(build)/fuzz/$$f -max_total_time=$(fuzz_seconds) $(build)/fuzz/corpus/$$f tests/fuzz/corpus/$$f; \
 	done
 
 bench: tools
 	@set -e; for b in bench/*.sh; do echo "== $$b"; bash $$b; done
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(build)
 
 # Link rules, generated once every fragment has declared its programs.
-$(foreach t,$(TOOLS),$(eval $(call link_rule,$(t),$(BUILD),$(BUILD)/obj,$(CC),$(LDHARDEN))))
-$(foreach t,$(TOOLS),$(eval $(call link_rule,$(t),$(BUILD)/san,$(BUILD)/san/obj,$(CC),$(SANFLAGS))))
-$(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(BUILD)/unit,$(BUILD)/obj,$(CC),$(LDHARDEN))))
-$(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(BUILD)/san/unit,$(BUILD)/san/obj,$(CC),$(SANFLAGS))))
-$(foreach t,$(FUZZERS),$(eval $(call link_rule,$(t),$(BUILD)/fuzz,$(BUILD)/fuzz/obj,$(CLANG),$(FUZZFLAGS))))
+$(foreach t,$(TOOLS),$(eval $(call link_rule,$(t),$(build),$(build)/obj,$(CC),$(LDHARDEN))))
+$(foreach t,$(TOOLS),$(eval $(call link_rule,$(t),$(build)/san,$(build)/san/obj,$(CC),$(SANFLAGS))))
+$(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(build)/unit,$(build)/obj,$(CC),$(LDHARDEN))))
+$(foreach t,$(UNITS),$(eval $(call link_rule,$(t),$(build)/san/unit,$(build)/san/obj,$(CC),$(SANFLAGS))))
+$(foreach t,$(FUZZERS),$(eval $(call link_rule,$(t),$(build)/fuzz,$(build)/fuzz/obj,$(CLANG),$(FUZZFLAGS))))
 
 # What the tests should run: the declared programs, not whatever lies in build/.
 print-%:

@@ -6,7 +6,6 @@
 #   make templates registry=R [tag=T] [flavors="e2b-rt e2b-ci"]
 #                                           out/templates/<flavor>.json, pinned by digest
 
-out      ?= out
 registry ?=
 tag      ?=
 cert_dir ?=
@@ -18,15 +17,15 @@ boot_timeout ?= $(if $(filter e2b-ci,$(flavor)),600,300)
 # Boots what is already in out/<flavor>/ (build it first with `make flavor=`);
 # no rebuild here, so CI boots exactly what it built and then pushes.
 boot-test:
-	$(PYTHON) tests/boot/vm.py --flavor $(flavor) --rootfs $(out)/$(flavor)/rootfs.ext4 \
+	$(python) tests/boot/vm.py --flavor $(flavor) --rootfs $(out)/$(flavor)/rootfs.ext4 \
 	  --timeout $(boot_timeout) --logs $(out)/boot-test
 
 publish:
 	@test -n "$(registry)" -a -n "$(tag)" || { echo "publish: set registry= and tag=" >&2; exit 2; }
-	$(PYTHON) ci/publish.py --registry '$(registry)' --tag '$(tag)' --out-dir '$(out)' \
+	$(python) ci/publish.py --registry '$(registry)' --tag '$(tag)' --out-dir '$(out)' \
 	  $(if $(cert_dir),--cert-dir '$(cert_dir)') $(flavors)
 
 templates:
 	@test -n "$(registry)" || { echo "templates: set registry=" >&2; exit 2; }
-	$(PYTHON) ci/templates.py --registry '$(registry)' $(if $(tag),--tag '$(tag)') \
+	$(python) ci/templates.py --registry '$(registry)' $(if $(tag),--tag '$(tag)') \
 	  --out-dir '$(out)' $(flavors)

@@ -2,7 +2,6 @@
 #ifndef E2B_CLEANUP_H
 #define E2B_CLEANUP_H
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,16 +16,9 @@ static inline void closep(int *fd)
 		close(*fd);
 }
 
-static inline void fclosep(FILE **f)
-{
-	if (*f)
-		fclose(*f);
-}
-
 #define _cleanup_(f)     __attribute__((cleanup(f)))
 #define _cleanup_free_   _cleanup_(freep)
 #define _cleanup_close_  _cleanup_(closep)
-#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Hand ownership out of a cleanup-scoped variable. */
 #define TAKE_PTR(p) ({ __typeof__(p) _p = (p); (p) = NULL; _p; })

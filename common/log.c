@@ -38,16 +38,6 @@ void log_set_max_priority(int priority)
 	max_priority = priority;
 }
 
-int log_get_max_priority(void)
-{
-	return max_priority;
-}
-
-const char *log_program(void)
-{
-	return program;
-}
-
 void log_vmsg(int priority, const char *fmt, va_list ap)
 {
 	char line[4096];

@@ -13,8 +13,6 @@
 void log_init(const char *program);
 /* Messages above this priority (LOG_DEBUG > LOG_INFO > ...) are dropped. */
 void log_set_max_priority(int priority);
-int log_get_max_priority(void);
-const char *log_program(void);
 
 void log_msg(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(int priority, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));

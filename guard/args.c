@@ -101,18 +101,6 @@ int guard_parse_alias(const char *text, struct guard_config *config, char *why, 
 	return 0;
 }
 
-const char *guard_command_name(enum guard_command command)
-{
-	switch (command) {
-	case GUARD_CMD_INSTALL: return "install";
-	case GUARD_CMD_CHECK:   return "check";
-	case GUARD_CMD_REMOVE:  return "remove";
-	case GUARD_CMD_HELP:    return "help";
-	case GUARD_CMD_NONE:    break;
-	}
-	return "";
-}
-
 static const struct option options[] = {
 	{ "ports",   required_argument, NULL, 'p' },
 	{ "alias",   required_argument, NULL, 'a' },

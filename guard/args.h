@@ -37,6 +37,5 @@ struct guard_args {
 int guard_parse_ports(const char *text, struct guard_config *config, char *why, size_t why_len);
 int guard_parse_alias(const char *text, struct guard_config *config, char *why, size_t why_len);
 int guard_parse_args(int argc, char **argv, struct guard_args *args, char *why, size_t why_len);
-const char *guard_command_name(enum guard_command command);
 
 #endif

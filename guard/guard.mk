@@ -1,6 +1,6 @@
 # envd-guard: the loopback nftables guard (see guard/README.md).
 
-GUARD_LIB_SRCS := guard/args.c guard/ruleset.c guard/nft.c guard/rtnl.c guard/nlsock.c common/log.c
+GUARD_LIB_SRCS := guard/args.c guard/ruleset.c guard/nft.c guard/nlbatch.c guard/rtnl.c guard/nlsock.c common/log.c
 
 TOOLS += envd-guard
 envd-guard_SRCS := guard/main.c $(GUARD_LIB_SRCS)
@@ -12,6 +12,10 @@ guard-args-test_SRCS := guard/args_test.c guard/args.c
 UNITS += guard-ruleset-test
 guard-ruleset-test_SRCS := guard/ruleset_test.c $(GUARD_LIB_SRCS)
 guard-ruleset-test_PKGS := libnftnl libmnl
+
+UNITS += guard-nlsock-test
+guard-nlsock-test_SRCS := guard/nlsock_test.c guard/nlsock.c
+guard-nlsock-test_PKGS := libmnl
 
 FUZZERS += fuzz-guard-args
 fuzz-guard-args_SRCS := guard/args_fuzz.c guard/args.c

@@ -55,6 +55,14 @@ static void report_failure(const char *command, int r, const struct guard_failur
 
 static int do_install(const struct guard_config *config)
 {
+	static const char *const done[] = {
+		[NFT_INSTALL_CREATED] = "absent: created",
+		[NFT_INSTALL_UNCHANGED] = "already intact: nothing committed",
+		[NFT_INSTALL_REPLACED] = "different: replaced",
+		[NFT_INSTALL_RACED] = "created by another process meanwhile: replaced",
+	};
+	static struct guard_findings findings;
+	enum nft_install_action action = NFT_INSTALL_CREATED;
 	struct guard_failure f = { 0 };
 	char alias[INET_ADDRSTRLEN] = "?";
 	int r;
@@ -67,11 +75,14 @@ static int do_install(const struct guard_config *config)
 	}
 	/* The table first: the alias only appears once traffic to it from
 	 * outside is already dropped. */
-	r = nft_guard_install(config, &f);
+	r = nft_guard_install(config, &findings, &action, &f);
+	for (size_t i = 0; i < findings.n; i++)
+		log_debug("install: %s", findings.item[i]);
 	if (r < 0) {
 		report_failure("install", r, &f);
 		return EXIT_FAIL;
 	}
+	log_debug("install: table inet " GUARD_TABLE " %s", done[action]);
 	r = rtnl_alias_install(config->alias, &f);
 	if (r < 0) {
 		report_failure("install", r, &f);

@@ -4,7 +4,6 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,255 +18,13 @@
 #include <libnftnl/table.h>
 
 #include "cleanup.h"
+#include "nlbatch.h"
 #include "nlsock.h"
 #include "ruleset.h"
 
-#define BATCH_BUFFER   (64 * 1024)
-#define BATCH_MAX_MSGS (GUARD_MAX_PORTS + 8)
 #define MAX_RULES      128
 #define MAX_CHAINS     16
-#define ACK_WAIT_MS    2000
 #define DUMP_RETRIES   3
-
-static int open_socket(struct mnl_socket **out, struct guard_failure *failure)
-{
-	int r = nl_open(NETLINK_NETFILTER, out);
-
-	if (r < 0)
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
-	return r;
-}
-
-/* ---- batches -------------------------------------------------------- */
-
-struct batch_msg {
-	uint32_t seq;
-	int msg_type;
-	bool wants_ack;
-	int status;       /* 0 pending, 1 acked, <0 the kernel's -errno */
-	char object[160];
-};
-
-struct batch {
-	char *buf;
-	struct mnl_nlmsg_batch *b;
-	struct batch_msg msg[BATCH_MAX_MSGS];
-	size_t n;
-	uint32_t seq;
-};
-
-static void batch_free(struct batch *b)
-{
-	if (b->b)
-		mnl_nlmsg_batch_stop(b->b);
-	free(b->buf);
-}
-
-static int batch_init(struct batch *b)
-{
-	memset(b, 0, sizeof(*b));
-	b->buf = malloc(BATCH_BUFFER);
-	if (!b->buf)
-		return -ENOMEM;
-	/* Leave room for one message past the limit, as libmnl expects. */
-	b->b = mnl_nlmsg_batch_start(b->buf, BATCH_BUFFER / 2);
-	if (!b->b)
-		return -ENOMEM;
-	b->seq = (uint32_t)time(NULL);
-	return 0;
-}
-
-/* Records the next message (sequence number, type, object for messages);
- * its bytes go to mnl_nlmsg_batch_current(). NULL when the batch is full. */
-static struct batch_msg *batch_slot(struct batch *b, int msg_type, bool wants_ack, const char *object)
-{
-	struct batch_msg *m;
-
-	if (b->n == BATCH_MAX_MSGS)
-		return NULL;
-	m = &b->msg[b->n++];
-	m->seq = b->seq++;
-	m->msg_type = msg_type;
-	m->wants_ack = wants_ack;
-	m->status = 0;
-	snprintf(m->object, sizeof(m->object), "%s", object);
-	return m;
-}
-
-static int batch_commit_slot(struct batch *b)
-{
-	/* next() is false once the limit is passed: the batch is too big. */
-	return mnl_nlmsg_batch_next(b->b) ? 0 : -E2BIG;
-}
-
-static int batch_begin(struct batch *b)
-{
-	struct batch_msg *m = batch_slot(b, NFT_GUARD_MSG_BATCH, false, "nftables batch");
-
-	if (!m)
-		return -E2BIG;
-	nftnl_batch_begin(mnl_nlmsg_batch_current(b->b), m->seq);
-	return batch_commit_slot(b);
-}
-
-static int batch_end(struct batch *b)
-{
-	struct batch_msg *m = batch_slot(b, NFT_GUARD_MSG_BATCH, false, "nftables batch");
-
-	if (!m)
-		return -E2BIG;
-	nftnl_batch_end(mnl_nlmsg_batch_current(b->b), m->seq);
-	return batch_commit_slot(b);
-}
-
-static int batch_add_table(struct batch *b, int msg_type, uint16_t flags, struct nftnl_table *t)
-{
-	struct batch_msg *m = batch_slot(b, msg_type, true, "table " GUARD_FAMILY_NAME " " GUARD_TABLE);
-	struct nlmsghdr *nlh;
-
-	if (!m)
-		return -E2BIG;
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), (uint16_t)msg_type, NFPROTO_INET,
-				    flags | NLM_F_ACK, m->seq);
-	nftnl_table_nlmsg_build_payload(nlh, t);
-	return batch_commit_slot(b);
-}
-
-static int batch_add_chain(struct batch *b, struct nftnl_chain *c)
-{
-	struct batch_msg *m = batch_slot(b, NFT_MSG_NEWCHAIN, true,
-					 "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN);
-	struct nlmsghdr *nlh;
-
-	if (!m)
-		return -E2BIG;
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), NFT_MSG_NEWCHAIN, NFPROTO_INET,
-				    NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, m->seq);
-	nftnl_chain_nlmsg_build_payload(nlh, c);
-	return batch_commit_slot(b);
-}
-
-static int batch_add_rule(struct batch *b, struct nftnl_rule *r, const char *name)
-{
-	char object[160];
-	struct batch_msg *m;
-	struct nlmsghdr *nlh;
-
-	snprintf(object, sizeof(object), "rule '%s'", name);
-	m = batch_slot(b, NFT_MSG_NEWRULE, true, object);
-	if (!m)
-		return -E2BIG;
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(b->b), NFT_MSG_NEWRULE, NFPROTO_INET,
-				    NLM_F_CREATE | NLM_F_APPEND | NLM_F_EXCL | NLM_F_ACK, m->seq);
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	return batch_commit_slot(b);
-}
-
-static struct batch_msg *batch_find(struct batch *b, uint32_t seq)
-{
-	for (size_t i = 0; i < b->n; i++)
-		if (b->msg[i].seq == seq)
-			return &b->msg[i];
-	return NULL;
-}
-
-static bool batch_settled(const struct batch *b)
-{
-	for (size_t i = 0; i < b->n; i++)
-		if (b->msg[i].status < 0)
-			return true; /* the kernel aborted the transaction */
-	for (size_t i = 0; i < b->n; i++)
-		if (b->msg[i].wants_ack && b->msg[i].status == 0)
-			return false;
-	return true;
-}
-
-/* Reads every reply queued for us and files each under the message whose
- * sequence number it carries. */
-static int batch_read_replies(struct mnl_socket *nl, struct batch *b, uint32_t portid)
-{
-	char buf[NL_BUFFER] __attribute__((aligned(NLMSG_ALIGNTO)));
-
-	for (;;) {
-		ssize_t n = recv(mnl_socket_get_fd(nl), buf, sizeof(buf), MSG_DONTWAIT);
-		int len;
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return -errno; /* ENOBUFS: acks were lost */
-		}
-		len = (int)n;
-		for (const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf; mnl_nlmsg_ok(nlh, len);
-		     nlh = mnl_nlmsg_next(nlh, &len)) {
-			const struct nlmsgerr *err;
-			struct batch_msg *m;
-
-			if (nlh->nlmsg_pid != portid || nlh->nlmsg_type != NLMSG_ERROR)
-				continue;
-			if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*err)))
-				return -EBADMSG;
-			err = mnl_nlmsg_get_payload(nlh);
-			m = batch_find(b, nlh->nlmsg_seq);
-			if (!m)
-				continue; /* not ours: a stale reply */
-			if (err->error < 0)
-				m->status = err->error;
-			else if (m->status == 0)
-				m->status = 1;
-		}
-	}
-}
-
-/* Sends the whole batch in one sendmsg and drains every acknowledgement,
- * in the manner of nftables' mnl_batch_talk, but waiting until each
- * message that asked for an ack has one (or the transaction failed). */
-static int batch_talk(struct mnl_socket *nl, struct batch *b, struct guard_failure *failure)
-{
-	uint32_t portid = mnl_socket_get_portid(nl);
-	ssize_t sent;
-	int r;
-
-	sent = mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b->b), mnl_nlmsg_batch_size(b->b));
-	if (sent < 0) {
-		r = -errno;
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH, "nftables batch");
-		return r;
-	}
-
-	for (;;) {
-		struct pollfd pfd = { .fd = mnl_socket_get_fd(nl), .events = POLLIN };
-
-		r = batch_read_replies(nl, b, portid);
-		if (r < 0) {
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH,
-					  "nftables batch acknowledgements");
-			return r;
-		}
-		if (batch_settled(b))
-			break;
-		r = poll(&pfd, 1, ACK_WAIT_MS);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			r = r < 0 ? -errno : -ETIMEDOUT;
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_BATCH,
-					  "nftables batch: acknowledgements");
-			return r;
-		}
-	}
-
-	/* The first error in batch order is the cause; later ones follow from
-	 * the aborted transaction. */
-	for (size_t i = 0; i < b->n; i++)
-		if (b->msg[i].status < 0) {
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, b->msg[i].msg_type, "%s", b->msg[i].object);
-			return b->msg[i].status;
-		}
-	return 0;
-}
 
 static void nftnl_table_freep(struct nftnl_table **t)
 {
@@ -287,85 +44,113 @@ static void nftnl_rule_freep(struct nftnl_rule **r)
 		nftnl_rule_free(*r);
 }
 
+static void nftnl_gen_freep(struct nftnl_gen **g)
+{
+	if (*g)
+		nftnl_gen_free(*g);
+}
+
 #define _cleanup_table_ _cleanup_(nftnl_table_freep)
 #define _cleanup_chain_ _cleanup_(nftnl_chain_freep)
 #define _cleanup_rule_  _cleanup_(nftnl_rule_freep)
 
-/* add table (so the delete cannot fail), delete it with whatever it holds,
- * then, when `config` is given, create it afresh with our chain and rules.
- * All in one transaction: the kernel applies all of it or nothing. */
-static int build_batch(struct batch *b, const struct guard_config *config, struct guard_failure *failure)
+static int open_socket(struct mnl_socket **out, struct guard_failure *failure)
 {
-	_cleanup_table_ struct nftnl_table *t = guard_table_new();
-	int r;
+	int r = nl_open(NETLINK_NETFILTER, out);
 
-	if (!t)
-		return -ENOMEM;
-	r = batch_begin(b);
-	if (r == 0)
-		r = batch_add_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, t);
-	if (r == 0)
-		r = batch_add_table(b, NFT_MSG_DELTABLE, 0, t);
 	if (r < 0)
-		return r;
-
-	if (config) {
-		_cleanup_chain_ struct nftnl_chain *c = guard_chain_new();
-
-		if (!c)
-			return -ENOMEM;
-		r = batch_add_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL, t);
-		if (r == 0)
-			r = batch_add_chain(b, c);
-		for (size_t i = 0; r == 0 && i < guard_rule_count(config); i++) {
-			_cleanup_rule_ struct nftnl_rule *rule = guard_rule_new(config, i);
-			char name[128];
-
-			if (!rule)
-				return -errno;
-			r = guard_rule_name(config, i, name, sizeof(name));
-			if (r == 0)
-				r = batch_add_rule(b, rule, name);
-		}
-		if (r < 0)
-			return r;
-	}
-	r = batch_end(b);
-	if (r < 0)
-		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nftables batch: too large");
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nfnetlink socket");
 	return r;
 }
 
-static int run_batch(const struct guard_config *config, struct guard_failure *failure)
+/* ---- batches -------------------------------------------------------- */
+
+#define TABLE_OBJECT "table " GUARD_FAMILY_NAME " " GUARD_TABLE
+#define CHAIN_OBJECT "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN
+
+static int put_table(struct nl_batch *b, uint16_t type, uint16_t flags, const struct nftnl_table *t)
 {
-	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
-	struct batch b;
+	struct nlmsghdr *nlh = nl_batch_add(b, type, NFPROTO_INET, flags, TABLE_OBJECT);
+
+	if (!nlh)
+		return -E2BIG;
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	return 0;
+}
+
+/* The table (NLM_F_EXCL: it must not exist at this point of the
+ * transaction), its chain and every rule. */
+static int put_guard(struct nl_batch *b, const struct guard_config *config, const struct nftnl_table *t)
+{
+	_cleanup_chain_ struct nftnl_chain *c = guard_chain_new();
+	struct nlmsghdr *nlh;
 	int r;
 
-	r = batch_init(&b);
-	if (r == 0)
-		r = build_batch(&b, config, failure);
+	if (!c)
+		return -ENOMEM;
+	r = put_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL, t);
+	if (r < 0)
+		return r;
+	nlh = nl_batch_add(b, NFT_MSG_NEWCHAIN, NFPROTO_INET, NLM_F_CREATE | NLM_F_EXCL, CHAIN_OBJECT);
+	if (!nlh)
+		return -E2BIG;
+	nftnl_chain_nlmsg_build_payload(nlh, c);
+	for (size_t i = 0; i < guard_rule_count(config); i++) {
+		_cleanup_rule_ struct nftnl_rule *rule = guard_rule_new(config, i);
+		char name[128];
+
+		if (!rule)
+			return -errno;
+		r = guard_rule_name(config, i, name, sizeof(name));
+		if (r < 0)
+			return r;
+		nlh = nl_batch_add(b, NFT_MSG_NEWRULE, NFPROTO_INET, NLM_F_CREATE | NLM_F_APPEND | NLM_F_EXCL,
+				   "rule '%s'", name);
+		if (!nlh)
+			return -E2BIG;
+		nftnl_rule_nlmsg_build_payload(nlh, rule);
+	}
+	return 0;
+}
+
+enum commit_mode {
+	COMMIT_CREATE,   /* the table is absent: create it, failing if it exists */
+	COMMIT_REPLACE,  /* delete whatever table is there, create ours afresh */
+	COMMIT_REMOVE,   /* delete whatever table is there */
+};
+
+/* One transaction: the kernel applies all of it or nothing. The delete is
+ * preceded by a create-if-absent, so it cannot fail; it costs the kernel an
+ * RCU grace period, which is why a first install uses COMMIT_CREATE. */
+static int commit(enum commit_mode mode, const struct guard_config *config, struct guard_failure *failure)
+{
+	_cleanup_(mnl_socket_closep) struct mnl_socket *nl = NULL;
+	_cleanup_(nl_batch_freep) struct nl_batch *b = NULL;
+	_cleanup_table_ struct nftnl_table *t = guard_table_new();
+	int r;
+
+	r = t ? nl_batch_new(NFNL_SUBSYS_NFTABLES, &b) : -ENOMEM;
+	if (r == 0 && mode != COMMIT_CREATE) {
+		r = put_table(b, NFT_MSG_NEWTABLE, NLM_F_CREATE, t);
+		if (r == 0)
+			r = put_table(b, NFT_MSG_DELTABLE, 0, t);
+	}
+	if (r == 0 && mode != COMMIT_REMOVE)
+		r = put_guard(b, config, t);
 	if (r < 0) {
-		if (failure && !failure->object[0])
-			guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE, "nftables batch");
-		batch_free(&b);
+		guard_failure_set(failure, GUARD_SUBSYS_NFTABLES, NFT_GUARD_MSG_NONE,
+				  r == -E2BIG ? "nftables batch: too large" : "nftables batch");
 		return r;
 	}
 	r = open_socket(&nl, failure);
 	if (r == 0)
-		r = batch_talk(nl, &b, failure);
-	batch_free(&b);
+		r = nl_batch_talk(nl, b, failure);
 	return r;
-}
-
-int nft_guard_install(const struct guard_config *config, struct guard_failure *failure)
-{
-	return run_batch(config, failure);
 }
 
 int nft_guard_remove(struct guard_failure *failure)
 {
-	return run_batch(NULL, failure);
+	return commit(COMMIT_REMOVE, NULL, failure);
 }
 
 /* ---- dumps ---------------------------------------------------------- */
@@ -382,6 +167,7 @@ struct live_state {
 	size_t n_rules_dropped;
 };
 
+/* Frees what a dump collected and empties `s`; also its cleanup. */
 static void live_state_clear(struct live_state *s)
 {
 	if (s->chain)
@@ -471,17 +257,12 @@ static int dump(struct mnl_socket *nl, uint16_t type, uint32_t seq, mnl_cb_t cb,
 
 static int gen_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct nftnl_gen *gen = nftnl_gen_alloc();
+	_cleanup_(nftnl_gen_freep) struct nftnl_gen *gen = nftnl_gen_alloc();
 	uint32_t *id = data;
 
-	if (!gen)
+	if (!gen || nftnl_gen_nlmsg_parse(nlh, gen) < 0)
 		return MNL_CB_ERROR;
-	if (nftnl_gen_nlmsg_parse(nlh, gen) < 0) {
-		nftnl_gen_free(gen);
-		return MNL_CB_ERROR;
-	}
 	*id = nftnl_gen_get_u32(gen, NFTNL_GEN_ID);
-	nftnl_gen_free(gen);
 	return MNL_CB_OK;
 }
 
@@ -545,7 +326,7 @@ static void check_chain(const struct nftnl_chain *live, struct guard_findings *f
 {
 	_cleanup_chain_ struct nftnl_chain *want = guard_chain_new();
 	const char *want_type, *live_type;
-	const char *name = "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN;
+	const char *name = CHAIN_OBJECT;
 
 	if (!want) {
 		guard_finding(f, "%s: cannot build the expected chain: out of memory", name);
@@ -620,47 +401,83 @@ static void check_rules(const struct guard_config *config, struct live_state *s,
 		guard_finding(f, "rules in chain " GUARD_TABLE " " GUARD_CHAIN " are not in install's order");
 }
 
-int nft_guard_check(const struct guard_config *config, struct guard_findings *findings,
-		    struct guard_failure *failure)
+/* Reads the kernel's state and files every difference from what install
+ * creates under `findings`; *found tells whether the table exists at all. */
+static int compare(const struct guard_config *config, struct guard_findings *findings, bool *found,
+		   struct guard_failure *failure)
 {
 	_cleanup_table_ struct nftnl_table *want_table = guard_table_new();
-	struct live_state s = { 0 };
+	_cleanup_(live_state_clear) struct live_state s = { 0 };
 	size_t objects;
 	int r;
 
 	if (!want_table)
 		return -ENOMEM;
 	r = read_live_state(&s, failure);
-	if (r < 0) {
-		live_state_clear(&s);
+	if (r < 0)
 		return r;
-	}
-	if (!s.table_found) {
-		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE " is missing");
-		live_state_clear(&s);
+	*found = s.table_found;
+	if (!s.table_found)
 		return 0;
-	}
 	if (s.table_flags != nftnl_table_get_u32(want_table, NFTNL_TABLE_FLAGS))
-		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE " has flags 0x%x%s, expected none",
+		guard_finding(findings, TABLE_OBJECT " has flags 0x%x%s, expected none",
 			      s.table_flags, s.table_flags & NFT_TABLE_F_DORMANT ? " (dormant: the guard is off)" : "");
 	for (size_t i = 0; i < s.n_extra_chains; i++)
-		guard_finding(findings, "unexpected chain '%s' in table " GUARD_FAMILY_NAME " " GUARD_TABLE,
-			      s.extra_chain[i]);
+		guard_finding(findings, "unexpected chain '%s' in " TABLE_OBJECT, s.extra_chain[i]);
 	/* The table's use count covers chains, sets, maps and stateful objects;
 	 * anything beyond the chains we saw is something install never adds. */
 	objects = (s.chain ? 1 : 0) + s.n_extra_chains;
 	if (s.table_use > objects)
-		guard_finding(findings, "table " GUARD_FAMILY_NAME " " GUARD_TABLE
-			      " holds %zu object(s) (sets, maps, ...) install does not create",
+		guard_finding(findings, TABLE_OBJECT " holds %zu object(s) (sets, maps, ...) install does not create",
 			      (size_t)s.table_use - objects);
 	if (!s.chain) {
-		guard_finding(findings, "chain " GUARD_FAMILY_NAME " " GUARD_TABLE " " GUARD_CHAIN " is missing");
+		guard_finding(findings, CHAIN_OBJECT " is missing");
 	} else {
 		check_chain(s.chain, findings);
 		check_rules(config, &s, findings);
 	}
-	live_state_clear(&s);
 	return 0;
+}
+
+int nft_guard_check(const struct guard_config *config, struct guard_findings *findings,
+		    struct guard_failure *failure)
+{
+	bool found = false;
+	int r = compare(config, findings, &found, failure);
+
+	if (r == 0 && !found)
+		guard_finding(findings, TABLE_OBJECT " is missing");
+	return r;
+}
+
+int nft_guard_install(const struct guard_config *config, struct guard_findings *findings,
+		      enum nft_install_action *action, struct guard_failure *failure)
+{
+	struct guard_failure create_failure = { 0 };
+	bool found = false;
+	int r;
+
+	r = compare(config, findings, &found, failure);
+	if (r < 0)
+		return r;
+	if (found && findings->n == 0 && findings->dropped == 0) {
+		*action = NFT_INSTALL_UNCHANGED;
+		return 0;
+	}
+	if (!found) {
+		*action = NFT_INSTALL_CREATED;
+		r = commit(COMMIT_CREATE, config, &create_failure);
+		if (r != -EEXIST || create_failure.msg_type != NFT_MSG_NEWTABLE) {
+			if (r < 0 && failure)
+				*failure = create_failure;
+			return r;
+		}
+		/* Another process created the table since we looked. */
+		*action = NFT_INSTALL_RACED;
+	} else {
+		*action = NFT_INSTALL_REPLACED;
+	}
+	return commit(COMMIT_REPLACE, config, failure);
 }
 
 const char *nft_error_hint(int error, int msg_type)

@@ -1,20 +1,27 @@
-/* The nftables netlink layer: one batch to install or remove the guard's
- * table, and dumps to read it back. Returns 0 or -errno; on failure
- * `failure` names the request the kernel rejected. */
+/* The nftables layer: the guard's table read back and compared, and the
+ * one transaction that creates, replaces or removes it. Returns 0 or
+ * -errno; on failure `failure` names the request the kernel rejected. */
 #ifndef GUARD_NFT_H
 #define GUARD_NFT_H
 
 #include "args.h"
+#include "nlbatch.h"
 #include "report.h"
 
-/* guard_failure.msg_type for what is not one nftables message: the batch
- * as a whole (its begin/end markers), or no message at all (the socket).
- * Negative, since NFT_MSG_* and NFNL_MSG_BATCH_* overlap. */
-#define NFT_GUARD_MSG_BATCH (-2)
-#define NFT_GUARD_MSG_NONE  (-1)
+/* What install found and did. */
+enum nft_install_action {
+	NFT_INSTALL_CREATED,    /* absent: created in one transaction */
+	NFT_INSTALL_UNCHANGED,  /* already exactly right: nothing committed */
+	NFT_INSTALL_REPLACED,   /* different (see findings): replaced atomically */
+	NFT_INSTALL_RACED,      /* created by another process meanwhile: replaced */
+};
 
-/* Creates or atomically replaces table inet e2b_guard (one transaction). */
-int nft_guard_install(const struct guard_config *config, struct guard_failure *failure);
+/* Makes table inet e2b_guard exactly what check expects: creates it if
+ * absent (no delete, which would cost the kernel an RCU grace period),
+ * commits nothing if it is already right, and otherwise replaces it in one
+ * transaction. `findings` receives the differences that made it replace. */
+int nft_guard_install(const struct guard_config *config, struct guard_findings *findings,
+		      enum nft_install_action *action, struct guard_failure *failure);
 
 /* Deletes table inet e2b_guard if it exists; nothing else. */
 int nft_guard_remove(struct guard_failure *failure);

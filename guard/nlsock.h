@@ -20,7 +20,8 @@ int nl_open(int bus, struct mnl_socket **out);
 /* Sends the request at the start of buf, then reads the answers into buf
  * and runs cb over each (NULL for a bare ack) until the kernel's
  * NLMSG_DONE or ack for the request's sequence number. Returns 0, or
- * -errno (the kernel's error for a refused request). */
+ * -errno: the kernel's error for a refused request, the callback's errno,
+ * or -EBADMSG when the callback failed without setting errno. */
 int nl_talk(struct mnl_socket *nl, void *buf, size_t size, mnl_cb_t cb, void *data);
 
 #endif

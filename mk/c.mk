@@ -23,20 +23,23 @@ SANFLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
              -fno-omit-frame-pointer
 FUZZFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer
 
+# pkg-config runs only when a recipe needs its answer (so parsing the
+# Makefile, e.g. for `make deps` on a bare machine, never runs it), and
+# PKG_CFLAGS only once: its first use replaces it with its value.
 pkg_libs  = $(if $(strip $(1)),$(shell $(PKG_CONFIG) --libs $(1)))
 ALL_PKGS  = $(sort $(foreach p,$(TOOLS) $(UNITS) $(FUZZERS),$($(p)_PKGS)))
-PKG_CFLAGS = $(if $(strip $(ALL_PKGS)),$(shell $(PKG_CONFIG) --cflags $(ALL_PKGS)))
+PKG_CFLAGS = $(eval PKG_CFLAGS := $$(if $$(strip $$(ALL_PKGS)),$$(shell $$(PKG_CONFIG) --cflags $$(ALL_PKGS))))$(PKG_CFLAGS)
 
 objs = $(patsubst %.c,$(2)/%.o,$($(1)_SRCS))
 
 # One object tree per variant.
-$(BUILD)/obj/%.o: %.c
+$(build)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(CFLAGS) $(HARDEN) $(PKG_CFLAGS) -c -o $@ $<
-$(BUILD)/san/obj/%.o: %.c
+$(build)/san/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(SANFLAGS) $(PKG_CFLAGS) -c -o $@ $<
-$(BUILD)/fuzz/obj/%.o: %.c
+$(build)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASE) $(FUZZFLAGS) $(PKG_CFLAGS) -c -o $@ $<
 
@@ -50,7 +53,7 @@ endef
 
 # Second expansion: the fragments that fill TOOLS etc. are read after this file.
 .SECONDEXPANSION:
-tools:     $$(addprefix $$(BUILD)/,$$(TOOLS))
-san-tools: $$(addprefix $$(BUILD)/san/,$$(TOOLS))
-units:     $$(addprefix $$(BUILD)/unit/,$$(UNITS)) $$(addprefix $$(BUILD)/san/unit/,$$(UNITS))
-fuzzers:   $$(addprefix $$(BUILD)/fuzz/,$$(FUZZERS))
+tools:     $$(addprefix $$(build)/,$$(TOOLS))
+san-tools: $$(addprefix $$(build)/san/,$$(TOOLS))
+units:     $$(addprefix $$(build)/unit/,$$(UNITS)) $$(addprefix $$(build)/san/unit/,$$(UNITS))
+fuzzers:   $$(addprefix $$(build)/fuzz/,$$(FUZZERS))

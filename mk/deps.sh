@@ -25,7 +25,7 @@ pkgs_build="build-essential pkg-config clang libclang-rt-dev
 # Tests and benchmarks: real clients and servers.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
-  openssl procps psmisc python3-yaml python3-jsonschema python3-bcrypt
+  openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
   docker-registry python3-pip python3-venv nix-bin xz-utils zip"
 # Images: mkosi's host tools, OCI tools, the boot test.
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Build one flavor: out/<flavor>/{oci/,rootfs.ext4,manifest.json}.
 # Called by os-image/image.mk (`make flavor=...`); every knob is an
-# environment variable set there (see os-image/README.md):
+# environment variable set there, from the make knob of the same name in
+# lower case, whose default lives there or in the top Makefile (see
+# os-image/README.md). Nothing is defaulted here:
 #
-#   FLAVOR RELEASE DISTRO MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE RECIPES
-#   PIN_MIRROR OFFLINE OUT CACHE TOOLS SOURCE_DATE_EPOCH ROOTFS_HEADROOM_MB
-#   PACK (0: stop after mkosi, no pack.py)
+#   FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON   (required)
+#   MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE PIN_MIRROR (empty: none)
+#   OFFLINE ROOTFS_HEADROOM_MB SOURCE_DATE_EPOCH (default: the commit's time)
+#   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
+#   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
 #   kept under CACHE/mkosi-incremental/ and keyed by mkosi on the config;
@@ -17,23 +21,22 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-
-FLAVOR=${FLAVOR:-e2b-rt}
-DISTRO=${DISTRO:-debian}
-RELEASE=${RELEASE:-trixie}
-RECIPES=${RECIPES:-$top/recipes}
-OUT=${OUT:-$top/out/$FLAVOR}
-CACHE=${CACHE:-$top/out/cache}
-TOOLS=${TOOLS:-$top/build}
-: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
-export SOURCE_DATE_EPOCH
 
 die() { echo "image: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
 
+for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB; do
+    [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk sets every knob)"
+done
+: "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
+export SOURCE_DATE_EPOCH
+py=$PYTHON
+
+# A flavor is a mkosi profile (os-image/mkosi.profiles/<flavor>/), plus,
+# when it needs them, pins and a prepare.sh in os-image/<flavor>/.
+profile=$here/mkosi.profiles/$FLAVOR
 flavordir=$here/$FLAVOR
-[ -f "$flavordir/mkosi.conf" ] || die "flavor=$FLAVOR: no $flavordir/mkosi.conf (flavors: $(cd "$here" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
+[ -f "$profile/mkosi.conf" ] || die "flavor=$FLAVOR: no $profile/mkosi.conf (flavors: $(cd "$here/mkosi.profiles" && ls -d */mkosi.conf 2>/dev/null | cut -d/ -f1 | tr '\n' ' '))"
 [ -d "$RECIPES" ] || die "recipes=$RECIPES: not a directory"
 for t in pinfetch envd-version; do
     [ -x "$TOOLS/$t" ] || die "$TOOLS/$t missing: run \`make tools\` first"
@@ -88,7 +91,7 @@ done < <(lists pins)
 # 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
 # and patches its archive here).
 if [ -x "$flavordir/prepare.sh" ]; then
-    EXTRA=$extra WORK=$work RELEASE=$RELEASE "$flavordir/prepare.sh" \
+    EXTRA=$extra WORK=$work RELEASE=$RELEASE PYDEPS=${PYDEPS:-} PIP_INDEX=${PIP_INDEX:-} "$flavordir/prepare.sh" \
         || die "flavor $FLAVOR: $flavordir/prepare.sh failed (see above); stopping before mkosi"
 fi
 
@@ -100,15 +103,48 @@ mkdir -p "$extra/etc"
 "$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
 
-# 4. Units from units/.
-mkdir -p "$extra/usr/lib/systemd/system"
-while read -r unit; do
-    [ -f "$top/units/$unit" ] || die "unit $unit: $top/units/$unit not found"
+# 4. Units from units/: those the presets of the base and the flavor enable
+# (the one list of a flavor's units) and, transitively, every units/ file a
+# shipped unit names in Service=, Wants= or Requires= (mmds.socket ->
+# mmds.service -> mmds-fwcfg.service). A shipped NAME.service's NAME.tmpfiles
+# goes to /usr/lib/tmpfiles.d/NAME.conf. Units the presets name that are not
+# in units/ are Debian's.
+shopt -s nullglob
+presets=("$here"/mkosi.extra/usr/lib/systemd/system-preset/*.preset
+         "$profile"/mkosi.extra/usr/lib/systemd/system-preset/*.preset)
+shopt -u nullglob
+mkdir -p "$extra/usr/lib/systemd/system" "$extra/usr/lib/tmpfiles.d"
+declare -A shipped=()
+ship() {
+    local unit=$1 dep
+    [ -z "${shipped[$unit]:-}" ] || return 0
+    shipped[$unit]=1
     install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
-done < <(lists units)
+    if [ -f "$top/units/${unit%.service}.tmpfiles" ] && [ "${unit##*.}" = service ]; then
+        install -m 0644 "$top/units/${unit%.service}.tmpfiles" "$extra/usr/lib/tmpfiles.d/${unit%.service}.conf"
+    fi
+    # A socket without Service= activates the service of its own name.
+    if [ "${unit##*.}" = socket ] && ! grep -q '^Service=' "$top/units/$unit"; then
+        [ -f "$top/units/${unit%.socket}.service" ] ||
+            die "unit $unit activates ${unit%.socket}.service: $top/units/${unit%.socket}.service not found"
+        ship "${unit%.socket}.service"
+    fi
+    for dep in $(sed -n 's/^\(Service\|Wants\|Requires\)=//p' "$top/units/$unit"); do
+        if [ -f "$top/units/$dep" ]; then
+            ship "$dep"
+        elif grep -q "^Service=$dep\$" "$top/units/$unit"; then
+            die "unit $unit activates $dep: $top/units/$dep not found"
+        fi
+    done
+}
+while read -r verb unit _; do
+    [ "$verb" = enable ] && [ -f "$top/units/$unit" ] || continue
+    ship "$unit"
+done < <(cat "${presets[@]}")
+[ "${#shipped[@]}" -gt 0 ] || die "flavor $FLAVOR: its presets enable no unit from $top/units"
 
 incargs=()
-if [ "${INCREMENTAL:-1}" = 1 ]; then
+if [ "$INCREMENTAL" = 1 ]; then
     mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
     incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
 fi
@@ -141,7 +177,7 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
 # uses that to measure mkosi's own Format=oci as a peer).
-if [ "${PACK:-1}" = 0 ]; then
+if [ "$PACK" = 0 ]; then
     say "done (PACK=0): mkosi output in $work/mkosi-out"
     exit 0
 fi
@@ -149,5 +185,5 @@ $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVO
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
-    --headroom-mb "${ROOTFS_HEADROOM_MB:-256}" || die "pack failed"
+    --headroom-mb "$ROOTFS_HEADROOM_MB" || die "pack failed"
 say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

@@ -1,7 +1,8 @@
 # The product: `make [flavor=e2b-rt|e2b-ci] [release=trixie|bookworm] ...`
 # -> out/<flavor>/{oci/,rootfs.ext4,manifest.json}. See os-image/README.md.
-
-IMAGE_TARGET := image
+# Every knob reaches os-image/build.sh the same way: its default here (flavor,
+# out and python in the top Makefile), then IMAGE_ENV, as an upper-case
+# environment variable.
 
 release         ?= trixie
 distro          ?= debian
@@ -12,20 +13,27 @@ snapshot_base   ?=
 recipes         ?= recipes
 pin_mirror      ?=
 offline         ?= 0
-out             ?= out
 cache           ?= $(out)/cache
 # 1: reuse mkosi's cached package installation (warm rebuilds); 0: fresh.
 incremental ?= 1
 # Free space left in rootfs.ext4 beyond the files (MiB); pools usually grow it.
 rootfs_headroom_mb ?= 256
+# e2b-ci's Python stack: debian (packages) or pip (a venv from constraints/,
+# wheels from pip_index, else $PIP_INDEX_URL).
+pydeps          ?= debian
+pip_index       ?= $(PIP_INDEX_URL)
+# 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
+pack            ?= $(or $(PACK),1)
+mkosi_args      ?= $(MKOSI_ARGS)
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
         SNAPSHOT='$(snapshot)' SNAPSHOT_BASE='$(snapshot_base)' \
         RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
-        CACHE='$(abspath $(cache))' TOOLS='$(abspath $(BUILD))' \
+        CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
-        PACK='$(PACK)' MKOSI_ARGS='$(MKOSI_ARGS)'
+        PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
+        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools
@@ -45,9 +53,9 @@ repro: tools
 # tools the guest runs, compiled against the image's own libraries with
 # mk/c.mk's flags, stripped, installed into DESTDIR.
 GUEST_TOOLS ?= envd-guard mmds-serve
-guest-tools: $(addprefix $(BUILD)/,$(GUEST_TOOLS))
+guest-tools: $(addprefix $(build)/,$(GUEST_TOOLS))
 	install -d -m 0755 $(DESTDIR)/usr/local/bin
 	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/local/bin/)
 
 # Flavor-specific helper targets (e.g. os-image/e2b-ci/e2b-ci.mk: ci-patch-check).
--include os-image/e2b-ci/e2b-ci.mk
+include os-image/e2b-ci/e2b-ci.mk

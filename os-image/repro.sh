@@ -15,4 +15,4 @@ for n in 1 2; do
     echo "repro: build $n of 2 -> $base/$n" >&2
     OUT=$base/$n INCREMENTAL=0 bash "$here/build.sh"
 done
-exec /usr/bin/python3 "$here/compare.py" "$base/1" "$base/2"
+exec "${PYTHON:?set by os-image/image.mk}" "$here/compare.py" "$base/1" "$base/2"

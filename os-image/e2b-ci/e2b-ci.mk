@@ -8,7 +8,7 @@
 .PHONY: ci-patch-check
 ci-patch-check: tools
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(BUILD)/pinfetch --lock '$(recipes)/code-interpreter.lock' --name code-interpreter \
+	$(build)/pinfetch --lock '$(recipes)/code-interpreter.lock' --name code-interpreter \
 	  --output "$$tmp/source" --cache '$(cache)/pinfetch' \
 	  $(foreach m,$(pin_mirror),--mirror '$(m)') $(if $(filter 1,$(offline)),--offline); \
 	os-image/e2b-ci/prepare.sh --source "$$tmp/source" --extra "$$tmp/extra" --work "$$tmp/work"

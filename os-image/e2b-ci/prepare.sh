@@ -9,9 +9,11 @@
 #   3. lay out what the image ships into the extra tree, and drop the source,
 #   4. pydeps=pip only: check constraints/ and download the pinned wheels.
 #
-# Environment: EXTRA (the extra tree), WORK (scratch), RELEASE, and from the
-# make command line pydeps=debian|pip and pip_index=URL.
-# Standalone use (tests, ci-patch-check): prepare.sh --source DIR --extra DIR --work DIR
+# Environment, from os-image/build.sh (the knobs pydeps= and pip_index= of
+# os-image/image.mk): EXTRA (the extra tree), WORK (scratch), RELEASE,
+# PYDEPS=debian|pip, PIP_INDEX=URL.
+# Standalone use (tests, make ci-patch-check): prepare.sh --source DIR
+# --extra DIR --work DIR, with Debian's Python stack unless PYDEPS says otherwise
 # (DIR is a verified tree, e.g. from `pinfetch --lock … --output DIR`; it is copied, not changed).
 set -euo pipefail
 
@@ -73,12 +75,13 @@ chmod -R u=rwX,go=rX "$EXTRA$prefix"
 
 # 4. pydeps=pip: a venv from constraints/, prepared here (network, before
 # mkosi) and installed offline by mkosi.postinst.
-pydeps=${pydeps:-debian}
+pydeps=${PYDEPS:-debian}
 wheels=$EXTRA/var/tmp/e2b-ci-pydeps
 rm -rf "$wheels"
 case $pydeps in
 debian) ;;
-pip) PIP_INDEX=${pip_index:-${PIP_INDEX_URL:-}} "$here/pip-download.sh" "$top/constraints" "$wheels" "${RELEASE:-trixie}" ;;
+pip) PIP_INDEX=${PIP_INDEX:-} "$here/pip-download.sh" "$top/constraints" "$wheels" \
+	"${RELEASE:?pydeps=pip: RELEASE is not set (os-image/build.sh sets it)}" ;;
 *) die "pydeps=$pydeps: unknown (debian or pip)" ;;
 esac
 echo "e2b-ci: staged code-interpreter into $EXTRA (pydeps=$pydeps)"

@@ -7,7 +7,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import time
 
 import jsonschema
 import pytest
@@ -97,23 +96,33 @@ def test_missing_image_is_an_error(tmp_path):
 # --- the warmups themselves, against real listeners in a private namespace ---
 
 HEALTH_SERVER = r"""
-import http.server, sys, time
-time.sleep(float(sys.argv[3]))
+import http.server, sys
+port, code, not_ready, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+served = 0
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        global served
         if self.path != "/health":
             self.send_response(404); self.end_headers(); return
-        code = int(sys.argv[2])
-        self.send_response(code)
-        body = b'"OK"' if code == 200 else b""
+        served += 1
+        with open(log, "w") as f:
+            f.write(str(served))
+        status = 503 if served <= not_ready else code
+        self.send_response(status)
+        body = b'"OK"' if status == 200 else b""
         self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
     def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+server = http.server.HTTPServer(("127.0.0.1", port), H)
+print("ready", flush=True)
+server.serve_forever()
 """
 
 
 @contextlib.contextmanager
-def netns():
+def netns(tmp):
+    """serve(port, code, not_ready): a /health server that answers 503 to the
+    first `not_ready` requests, then `code`; requests(port) counts what it was
+    asked. The warmups are judged by those counts, never by elapsed time."""
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespace)")
     name = f"e2bt-tmpl-{os.getpid()}"
@@ -122,16 +131,21 @@ def netns():
     try:
         subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
 
-        def serve(port, code, delay=0.0):
+        def serve(port, code, not_ready=0):
             argv = ["ip", "netns", "exec", name, "/usr/bin/python3", "-c", HEALTH_SERVER,
-                    str(port), str(code), str(delay)]
-            procs.append(subprocess.Popen(argv))
+                    str(port), str(code), str(not_ready), str(tmp / f"served-{port}")]
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            assert p.stdout.readline().strip() == "ready"
+
+        def requests(port):
+            log = tmp / f"served-{port}"
+            return int(log.read_text()) if log.exists() else 0
 
         def run(argv, timeout=240):
-            t0 = time.monotonic()
-            cp = subprocess.run(["ip", "netns", "exec", name, *argv], capture_output=True, timeout=timeout)
-            return cp.returncode, time.monotonic() - t0
-        yield serve, run
+            return subprocess.run(["ip", "netns", "exec", name, *argv], capture_output=True,
+                                  timeout=timeout).returncode
+        yield serve, requests, run
     finally:
         for p in procs:
             p.kill()
@@ -148,27 +162,30 @@ def _warmup(tmp, flavor):
 def test_rt_warmup_waits_for_envd(out):
     tmp, _ = out
     warmup = _warmup(tmp, "e2b-rt")
-    with netns() as (serve, run):
-        serve(49983, 204, delay=2)  # comes up after the warmup started
-        rc, took = run(warmup)
-        assert rc == 0 and took >= 1.5
+    with netns(tmp) as (serve, requests, run):
+        serve(49983, 204, not_ready=5)  # envd comes up after the warmup started
+        assert run(warmup) == 0
+        assert requests(49983) == 6  # five refusals, then the answer that ended it
 
 
 @pytest.mark.skipif(not shutil.which("curl"), reason="curl runs the warmup")
 def test_rt_warmup_fails_without_envd(out):
     tmp, _ = out
     warmup = _warmup(tmp, "e2b-rt")
-    with netns() as (serve, run):
-        rc, took = run(warmup)
-        assert rc == 1 and took >= 200 * 0.05
+    with netns(tmp) as (serve, requests, run):
+        serve(49983, 204, not_ready=10**6)  # never ready
+        assert run(warmup) == 1
+        assert requests(49983) == 200  # the contract's 200 tries, then it gives up
 
 
 @pytest.mark.skipif(not shutil.which("curl"), reason="curl runs the warmup")
 def test_ci_warmup_waits_for_both(out):
     tmp, _ = out
     warmup = _warmup(tmp, "e2b-ci")
-    with netns() as (serve, run):
-        serve(49983, 204)
-        serve(49999, 200, delay=13)  # beyond envd's 10 s budget: the larger budget applies
-        rc, took = run(warmup)
-        assert rc == 0 and took >= 12
+    with netns(tmp) as (serve, requests, run):
+        serve(49983, 204, not_ready=3)
+        # More tries than envd's budget of 200: the code interpreter's own
+        # budget applies to it.
+        serve(49999, 200, not_ready=250)
+        assert run(warmup) == 0
+        assert (requests(49983), requests(49999)) == (4, 251)

@@ -3,7 +3,10 @@ namespaces this test creates (guest + peer over a veth pair) and removes.
 
 Every test takes the `tools` fixture, so it runs against the release build
 and the ASan+UBSan build."""
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -126,6 +129,78 @@ def test_guard_drops_from_outside_allows_lo(tools, net):
     cp = _in_ns(tools, net.guest, "remove")
     assert cp.returncode == 0, cp.stderr
     assert net.nft("list", "ruleset").stdout == USER_TABLE
+
+
+def table_handle(pair):
+    out = pair.nft("-a", "list", "table", "inet", "e2b_guard").stdout
+    return int(re.search(r"^table inet e2b_guard \{ # handle (\d+)$", out, re.M).group(1))
+
+
+def install_action(cp):
+    """What install says it did (--verbose): created, nothing committed, ...;
+    the differences it found come before that line."""
+    said = re.findall(r"^envd-guard: install: table inet e2b_guard (.*)$", cp.stderr, re.M)
+    assert said, cp.stderr
+    return said[-1]
+
+
+def test_install_creates_keeps_or_replaces(tools, guest):
+    """Absent: created in one batch. Identical: nothing committed (the table
+    and every rule keep their handles). Different: replaced atomically."""
+    cp = installed(tools, guest, "--verbose")
+    assert install_action(cp) == "absent: created"
+    assert guest.nft("list", "ruleset").stdout == EXPECTED_TABLE
+    table, rules = table_handle(guest), handles(guest)
+
+    cp = installed(tools, guest, "--verbose")
+    assert install_action(cp) == "already intact: nothing committed"
+    assert (table_handle(guest), handles(guest)) == (table, rules)
+
+    guest.nft("add", "rule", "inet", "e2b_guard", "input", "tcp", "dport", "22", "accept")
+    cp = installed(tools, guest, "--verbose")
+    assert install_action(cp) == "different: replaced"
+    assert "install: unexpected rule" in cp.stderr
+    assert guest.nft("list", "ruleset").stdout == EXPECTED_TABLE
+    assert table_handle(guest) != table
+    assert _in_ns(tools, guest.guest, "check").returncode == 0
+
+    # A dormant table is different too, though every rule is in place.
+    guest.nft("add", "table", "inet", "e2b_guard", "{ flags dormant; }")
+    cp = installed(tools, guest, "--verbose")
+    assert install_action(cp) == "different: replaced"
+    assert guest.nft("list", "ruleset").stdout == EXPECTED_TABLE
+
+
+@pytest.fixture
+def race_shim(tmp_path):
+    """tests/guard/race_shim.c built as an LD_PRELOAD library (test code,
+    never shipped)."""
+    cc = shutil.which("cc")
+    if not cc:
+        pytest.fail("cc is missing")
+    shim = tmp_path / "race_shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(shim),
+                    str(ROOT / "tests" / "guard" / "race_shim.c"), "-ldl"], check=True, timeout=120)
+    return shim
+
+
+def test_install_falls_back_to_replace_when_the_table_appears(tools, guest, race_shim, tmp_path):
+    """Another process creates the table between install's look and its
+    create batch: the create fails with EEXIST and install replaces."""
+    mark = tmp_path / "raced"
+    env = ("env", f"LD_PRELOAD={race_shim}", f"GUARD_RACE_NFT={shutil.which('nft')}", f"GUARD_RACE_MARK={mark}",
+           "ASAN_OPTIONS=verify_asan_link_order=0:" + os.environ.get("ASAN_OPTIONS", ""))
+    cp = _in_ns(tools, guest.guest, "install", "--verbose", prefix=env)
+    assert cp.returncode == 0, cp.stderr
+    assert mark.read_text() == "raced\n", "the shim did not create the table before the batch"
+    assert install_action(cp) == "created by another process meanwhile: replaced"
+    assert guest.nft("list", "ruleset").stdout == EXPECTED_TABLE
+    assert _in_ns(tools, guest.guest, "check").returncode == 0
+
+    # Control: the shim stays quiet once install has nothing to create.
+    cp = _in_ns(tools, guest.guest, "install", "--verbose", prefix=env)
+    assert install_action(cp) == "already intact: nothing committed"
+    assert mark.read_text() == "raced\n"
 
 
 def test_check_reports_deleted_rule(tools, guest):

@@ -38,7 +38,9 @@ def test_unreachable_artifact_fails_fast_naming_it(tmp_path):
     err = cp.stderr
     assert "envd" in err and url in err, err
     assert "pin_mirror=" in err and "offline=1" in err and "recipes=" in err, err
-    assert cp.seconds < 60, f"took {cp.seconds:.0f}s to fail"
+    # It stopped at the pinned artifacts: no step after them ran (no timed
+    # bound, which a loaded machine could break).
+    assert not (out / FLAVOR / "work/extra/etc/envd-version").exists()
     assert_mkosi_never_ran(cp, out)
 
 

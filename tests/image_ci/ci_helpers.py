@@ -42,7 +42,7 @@ def unpack(archive, dest):
 
 def prepare(archive, extra, work, flavor_dir=FLAVOR_DIR, env=None):
     e = dict(os.environ)
-    e.pop("pydeps", None)
+    e.pop("PYDEPS", None)
     e.update(env or {})
     source = unpack(archive, pathlib.Path(work).parent / (pathlib.Path(work).name + "-source"))
     return run([flavor_dir / "prepare.sh", "--source", source, "--extra", extra, "--work", work], env=e)

@@ -106,5 +106,5 @@ def test_pip_refuses_unhashed_constraints_before_any_download(tmp_path):
 def test_prepare_with_unknown_pydeps_fails(fixture_archive, tmp_path):
     from ci_helpers import prepare
     archive, _ = fixture_archive
-    cp = prepare(archive, tmp_path / "extra", tmp_path / "work", env={"pydeps": "conda"})
+    cp = prepare(archive, tmp_path / "extra", tmp_path / "work", env={"PYDEPS": "conda"})
     assert cp.returncode == 1 and "pydeps=conda: unknown" in cp.stderr

@@ -180,7 +180,7 @@ mount --bind /dev $m/dev
 cp -a {staged} $m/var/tmp/e2b-ci-pydeps
 export BUILDROOT=$m PATH={bindir}:/usr/sbin:/usr/bin:/sbin:/bin
 set +e
-sh {ROOT}/os-image/e2b-ci/mkosi.postinst
+sh {ROOT}/os-image/mkosi.profiles/e2b-ci/mkosi.postinst
 rc=$?
 test ! -e $m/var/tmp/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
 if [ $rc = 0 ]; then
