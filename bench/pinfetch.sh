@@ -8,6 +8,7 @@
 # one extra row shows pinfetch with its cache, and one writes to disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/loopback-nginx.sh
 
 SIZE_MIB=${SIZE_MIB:-256}
 RUNS=${RUNS:-5}
@@ -28,34 +29,10 @@ cleanup() {
 trap cleanup EXIT
 chmod 0755 "$SHM"
 
-mkdir -p "$SHM/www" "$SHM/out" "$SHM/nginx-tmp" "$DISK/out"
+mkdir -p "$SHM/www" "$SHM/out" "$DISK/out"
 head -c "$((SIZE_MIB * 1024 * 1024))" /dev/urandom > "$SHM/www/blob"
 SHA=$(sha256sum "$SHM/www/blob" | cut -d' ' -f1)
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
-cat > "$SHM/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $SHM/nginx.pid;
-error_log $SHM/nginx-error.log;
-events { worker_connections 64; }
-http {
-	access_log off;
-	sendfile on;
-	tcp_nopush on;
-	client_body_temp_path $SHM/nginx-tmp/body;
-	proxy_temp_path $SHM/nginx-tmp/proxy;
-	fastcgi_temp_path $SHM/nginx-tmp/fastcgi;
-	uwsgi_temp_path $SHM/nginx-tmp/uwsgi;
-	scgi_temp_path $SHM/nginx-tmp/scgi;
-	types { application/octet-stream blob; }
-	server { listen 127.0.0.1:$PORT; root $SHM/www; }
-}
-CONF
-nginx -p "$SHM" -c "$SHM/nginx.conf" &
-NGINX_PID=$!
-for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/blob" -r 0-0 && break; sleep 0.1; done
+start_loopback_nginx "$SHM" "$SHM/www" blob
 URL="http://127.0.0.1:$PORT/blob"
 
 echo "pinfetch bench: ${SIZE_MIB} MiB over loopback from nginx, $RUNS runs each, $(nproc) cores"

@@ -21,12 +21,12 @@ esac
 # Build: C toolchain, -dev libraries found through pkg-config, fuzzers.
 pkgs_build="build-essential pkg-config clang libclang-rt-dev
   libcurl4-openssl-dev libssl-dev libnftnl-dev libmnl-dev libsystemd-dev
-  libjansson-dev"
+  libjansson-dev libarchive-dev"
 # Tests and benchmarks: real clients and servers.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
   openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
-  docker-registry python3-pip python3-venv"
+  docker-registry python3-pip python3-venv nix-bin xz-utils zip"
 # Images: mkosi's host tools, OCI tools, the boot test.
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
   skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot

@@ -80,7 +80,7 @@ while read -r lock name dest mode; do
             --mode "$mode" "${pinargs[@]}"; then
         url=$("$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --field url 2>/dev/null || echo '?')
         die "artifact $name ($url) could not be fetched; stopping before mkosi.
-image: supply it with pin_mirror=PREFIX (a copy of out/cache/pinfetch: PREFIX/sha256/<hex>),
+image: supply it with pin_mirror=PREFIX (a copy of out/cache/pinfetch: PREFIX/sha256/<hex>, PREFIX/tree/<hex> for a tree pin),
 image: offline=1 with a filled cache ($CACHE/pinfetch), or recipes=DIR with a lock that points elsewhere."
     fi
     "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --json | \

@@ -62,14 +62,27 @@ static void list_names(const struct lock *lock, char *names, size_t size)
 	}
 }
 
+/* Trees are cached and mirrored under their tree pin, files under their sha256. */
+void artifact_set_key(struct artifact *a)
+{
+	if (a->has_tree)
+		nar_hex(a->tree_sha256, a->key);
+	else
+		memcpy(a->key, a->sha256, SHA256_HEX_SIZE);
+}
+
 static int artifact_from_entry(const struct lock_entry *e, struct artifact *a)
 {
 	a->name = strdup(e->name);
 	a->version = strdup(e->version);
 	a->url = strdup(e->url);
 	memcpy(a->sha256, e->sha256, SHA256_HEX_SIZE);
+	memcpy(a->tree_sha256, e->tree_sha256, NAR_DIGEST_SIZE);
+	a->has_sha256 = e->has_sha256;
+	a->has_tree = e->has_tree;
 	a->has_size = e->has_size;
 	a->size = e->size;
+	artifact_set_key(a);
 	return a->name && a->version && a->url ? 0 : -ENOMEM;
 }
 
@@ -112,11 +125,19 @@ int artifact_from_lock(const char *path, const char *name, struct artifact *a, c
 
 int artifact_from_args(const struct options *o, struct artifact *a, char *why, size_t why_len)
 {
-	if (!lock_valid_sha256(o->sha256, strlen(o->sha256))) {
+	if (o->sha256 && !lock_valid_sha256(o->sha256, strlen(o->sha256))) {
 		snprintf(why, why_len, "--sha256 must be 64 lowercase hex digits");
 		return -EINVAL;
 	}
-	memcpy(a->sha256, o->sha256, SHA256_HEX_SIZE);
+	if (o->tree_sha256 && lock_parse_tree_sha256(o->tree_sha256, strlen(o->tree_sha256), a->tree_sha256) < 0) {
+		snprintf(why, why_len, "--tree-sha256 must be \"sha256-\" and 44 base64 characters");
+		return -EINVAL;
+	}
+	if (o->sha256)
+		memcpy(a->sha256, o->sha256, SHA256_HEX_SIZE);
+	a->has_sha256 = o->sha256 != NULL;
+	a->has_tree = o->tree_sha256 != NULL;
+	artifact_set_key(a);
 	if (o->size) {
 		if (lock_parse_size(o->size, strlen(o->size), &a->size) < 0) {
 			snprintf(why, why_len, "--size must be a decimal byte count");

@@ -40,13 +40,13 @@ int mkdir_parents(const char *path)
 	return r;
 }
 
-int cache_open(struct cache *c, const char *dir)
+int cache_open(struct cache *c, const char *dir, const char *kind)
 {
 	char *locks = NULL;
 	int r;
 
 	*c = (struct cache)CACHE_INIT;
-	if (!(c->dir = strdup(dir)) || asprintf(&c->entries, "%s/sha256", dir) < 0 ||
+	if (!(c->dir = strdup(dir)) || asprintf(&c->entries, "%s/%s", dir, kind) < 0 ||
 	    asprintf(&locks, "%s/locks", dir) < 0) {
 		c->entries = NULL;
 		r = -ENOMEM;

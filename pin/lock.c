@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key { KEY_VERSION, KEY_URL, KEY_SHA256, KEY_SIZE, KEY_COUNT };
-static const char *const key_names[KEY_COUNT] = { "version", "url", "sha256", "size" };
+enum key { KEY_VERSION, KEY_URL, KEY_SHA256, KEY_SIZE, KEY_TREE_SHA256, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = { "version", "url", "sha256", "size", "tree_sha256" };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct lock_error *err, unsigned line, const char *fmt, ...)
@@ -115,11 +115,50 @@ static bool valid_url(const char *s, size_t len)
 	return true;
 }
 
+static int b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+int lock_parse_tree_sha256(const char *s, size_t len, unsigned char digest[LOCK_TREE_DIGEST])
+{
+	unsigned char out[33];
+	int v[44];
+
+	/* 32 bytes are 43 base64 characters and one "=". */
+	if (len != LOCK_TREE_SRI_LEN || memcmp(s, "sha256-", 7) != 0 || s[7 + 43] != '=')
+		return -EINVAL;
+	for (int i = 0; i < 43; i++)
+		if ((v[i] = b64_value(s[7 + i])) < 0)
+			return -EINVAL;
+	if (v[42] & 3) /* non-canonical: bits past the 32nd byte must be zero */
+		return -EINVAL;
+	v[43] = 0;
+	for (int g = 0; g < 11; g++) {
+		unsigned w = (unsigned)(v[4 * g] << 18 | v[4 * g + 1] << 12 | v[4 * g + 2] << 6 | v[4 * g + 3]);
+		out[3 * g] = (unsigned char)(w >> 16);
+		out[3 * g + 1] = (unsigned char)(w >> 8);
+		if (3 * g + 2 < 33)
+			out[3 * g + 2] = (unsigned char)w;
+	}
+	memcpy(digest, out, LOCK_TREE_DIGEST);
+	return 0;
+}
+
 static int check_complete(const struct lock_entry *e, const bool seen[KEY_COUNT], struct lock_error *err)
 {
 	for (int k = 0; k < KEY_COUNT; k++)
-		if (!seen[k] && k != KEY_SIZE)
+		if (!seen[k] && (k == KEY_VERSION || k == KEY_URL))
 			return fail(err, e->line, "[%s]: missing \"%s\"", e->name, key_names[k]);
+	if (!seen[KEY_SHA256] && !seen[KEY_TREE_SHA256])
+		return fail(err, e->line, "[%s]: missing \"sha256\" or \"tree_sha256\" (pin the bytes, the unpacked tree, or both)",
+			    e->name);
 	return 0;
 }
 
@@ -238,7 +277,7 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 		if (strlen(key_names[k]) == (size_t)(key_end - key) && memcmp(key_names[k], key, (size_t)(key_end - key)) == 0)
 			break;
 	if (k == KEY_COUNT)
-		return fail(err, lineno, "unknown key \"%.*s\" (known: version, url, sha256, size)",
+		return fail(err, lineno, "unknown key \"%.*s\" (known: version, url, sha256, tree_sha256, size)",
 			    (int)((key_end - key) > 32 ? 32 : (key_end - key)), key);
 	if (!cur)
 		return fail(err, lineno, "\"%s\" before any [name] stanza", key_names[k]);
@@ -268,6 +307,13 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 			return fail(err, lineno, "[%s]: sha256 must be lowercase hex (0-9, a-f)", cur->name);
 		memcpy(cur->sha256, val, SHA256_HEX_LEN);
 		cur->sha256[SHA256_HEX_LEN] = '\0';
+		cur->has_sha256 = true;
+		break;
+	case KEY_TREE_SHA256:
+		if (lock_parse_tree_sha256(val, vlen, cur->tree_sha256) < 0)
+			return fail(err, lineno, "[%s]: tree_sha256 must be \"sha256-\" and 44 base64 characters "
+				    "(what pinfetch --print-pin or --hash-tree prints)", cur->name);
+		cur->has_tree = true;
 		break;
 	case KEY_SIZE:
 		if (lock_parse_size(val, vlen, &cur->size) < 0)

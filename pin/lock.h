@@ -23,14 +23,17 @@
 #define LOCK_MAX_VERSION 64
 #define LOCK_MAX_ENTRIES 1024
 #define SHA256_HEX_LEN   64
+#define LOCK_TREE_DIGEST 32
+#define LOCK_TREE_SRI_LEN 51 /* "sha256-" and 44 base64 characters */
 
 struct lock_entry {
 	char *name;
 	char *version;
 	char *url;
-	char sha256[SHA256_HEX_LEN + 1];
+	char sha256[SHA256_HEX_LEN + 1]; /* valid when has_sha256 */
+	unsigned char tree_sha256[LOCK_TREE_DIGEST]; /* valid when has_tree */
 	uint64_t size; /* valid when has_size */
-	bool has_size;
+	bool has_size, has_sha256, has_tree;
 	unsigned line; /* of the [name] header */
 };
 
@@ -59,6 +62,8 @@ bool lock_valid_sha256(const char *s, size_t len);
 #define LOCK_VERSION_PUNCT "._-+~"
 bool lock_version_char(char c);
 bool lock_valid_version(const char *s, size_t len);
+/* A tree pin, "sha256-<base64 of 32 bytes>" (SRI form, canonical padding). */
+int lock_parse_tree_sha256(const char *s, size_t len, unsigned char digest[LOCK_TREE_DIGEST]);
 /* Decimal, no sign, no leading zero, 1 .. 2^63-1. */
 int lock_parse_size(const char *s, size_t len, uint64_t *out);
 

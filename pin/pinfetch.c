@@ -27,25 +27,29 @@ static void usage(FILE *f)
 		"Usage:\n"
 		"  pinfetch --lock FILE --name NAME --output PATH [options]\n"
 		"  pinfetch --lock FILE --name NAME --json | --field KEY\n"
-		"  pinfetch --url URL --sha256 HEX [--size N] [--name NAME] --output PATH [options]\n"
+		"  pinfetch --url URL --sha256 HEX|--tree-sha256 SRI [--size N] [--name NAME] --output PATH [options]\n"
 		"  pinfetch --print-pin URL [--name NAME] [--version V] [options]\n"
 		"  pinfetch --hash FILE\n"
+		"  pinfetch --hash-tree DIR|ARCHIVE\n"
 		"\n"
 		"Options:\n"
 		"  --cache DIR       content-addressed cache (default " DEFAULT_CACHE ")\n"
 		"  --no-cache        neither read nor fill a cache\n"
-		"  --mirror PREFIX   try PREFIX/sha256/<hex> first (repeatable, in order)\n"
+		"  --mirror PREFIX   try PREFIX/sha256/<hex> (a tree pin: PREFIX/tree/<hex>) first\n"
+		"                    (repeatable, in order)\n"
 		"  --offline         use only the cache and file:// mirrors\n"
 		"  --allow-http      allow plain http:// to hosts other than loopback\n"
 		"  --ca-file FILE    trust these CA certificates instead of the system's\n"
 		"  --mode OCTAL      mode of the output file (default 0644)\n"
 		"  --timeout SEC     connect timeout and stall limit (default %ld)\n"
 		"  --max-size BYTES  refuse bodies larger than this (default %llu)\n"
+		"  --max-entries N   refuse archives with more entries (default %llu)\n"
+		"  --max-unpacked B  refuse archives that unpack to more bytes (default %llu)\n"
 		"  --quiet, --verbose\n"
 		"  --json            print the stanza as one JSON object (name, version, url, sha256[, size])\n"
 		"  --field KEY       print one value: name, version, url, sha256 or size\n"
 		"Exit: 0 ok, 1 fetch or verification failure, 2 usage or lock-file error.\n",
-		DEFAULT_TIMEOUT, DEFAULT_MAX_SIZE);
+		DEFAULT_TIMEOUT, DEFAULT_MAX_SIZE, EXTRACT_DEFAULT_MAX_ENTRIES, EXTRACT_DEFAULT_MAX_BYTES);
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -86,7 +90,8 @@ static int run_hash(const char *path)
 enum {
 	OPT_LOCK = 0x100, OPT_NAME, OPT_OUTPUT, OPT_URL, OPT_SHA256, OPT_SIZE, OPT_PRINT_PIN, OPT_VERSION,
 	OPT_CACHE, OPT_NO_CACHE, OPT_MIRROR, OPT_OFFLINE, OPT_ALLOW_HTTP, OPT_MODE, OPT_TIMEOUT, OPT_MAX_SIZE,
-	OPT_CA_FILE, OPT_QUIET, OPT_VERBOSE, OPT_HASH, OPT_JSON, OPT_FIELD, OPT_HELP,
+	OPT_CA_FILE, OPT_QUIET, OPT_VERBOSE, OPT_HASH, OPT_JSON, OPT_FIELD, OPT_HELP, OPT_TREE_SHA256, OPT_HASH_TREE,
+	OPT_MAX_ENTRIES, OPT_MAX_UNPACKED,
 };
 
 static const struct option longopts[] = {
@@ -113,6 +118,10 @@ static const struct option longopts[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "field", required_argument, NULL, OPT_FIELD },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "tree-sha256", required_argument, NULL, OPT_TREE_SHA256 },
+	{ "hash-tree", required_argument, NULL, OPT_HASH_TREE },
+	{ "max-entries", required_argument, NULL, OPT_MAX_ENTRIES },
+	{ "max-unpacked", required_argument, NULL, OPT_MAX_UNPACKED },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -124,7 +133,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c;
 
 	*o = (struct options){ .cache = DEFAULT_CACHE, .mode = 0644, .timeout = DEFAULT_TIMEOUT,
-			       .max_size = DEFAULT_MAX_SIZE };
+			       .max_size = DEFAULT_MAX_SIZE,
+			       .limits = { EXTRACT_DEFAULT_MAX_ENTRIES, EXTRACT_DEFAULT_MAX_BYTES } };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -179,6 +189,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_JSON: o->json = true; break;
 		case OPT_FIELD: o->field = optarg; break;
 		case OPT_HELP: usage(stdout); exit(0);
+		case OPT_TREE_SHA256: o->tree_sha256 = optarg; break;
+		case OPT_HASH_TREE: o->hash_tree = optarg; break;
+		case OPT_MAX_ENTRIES:
+		case OPT_MAX_UNPACKED:
+			if (parse_u64(optarg, 1, INT64_MAX, &v) < 0) {
+				log_error("%s must be a positive count", argv[optind - 1]);
+				return -EINVAL;
+			}
+			*(c == OPT_MAX_ENTRIES ? &o->limits.max_entries : &o->limits.max_bytes) = v;
+			break;
 		default:
 			log_error("unknown or incomplete option %s; see --help", argv[optind - 1]);
 			return -EINVAL;
@@ -194,12 +214,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 /* The combinations: exactly one mode, and only the options it takes. */
 static int check_options(const struct options *o)
 {
-	int modes = !!o->lock + !!o->url + !!o->print_pin + !!o->hash_file;
+	int modes = !!o->lock + !!o->url + !!o->print_pin + !!o->hash_file + !!o->hash_tree;
 	if (modes != 1) {
-		log_error("give exactly one of --lock, --url, --print-pin or --hash; see --help");
+		log_error("give exactly one of --lock, --url, --print-pin, --hash or --hash-tree; see --help");
 		return -EINVAL;
 	}
-	if (o->lock && (!o->name || !!o->output + o->json + !!o->field != 1 || o->sha256 || o->size)) {
+	if (o->lock && (!o->name || !!o->output + o->json + !!o->field != 1 || o->sha256 || o->tree_sha256 || o->size)) {
 		log_error("--lock needs --name and one of --output, --json or --field (and takes the sha256 and size "
 			  "from the lock)");
 		return -EINVAL;
@@ -208,12 +228,13 @@ static int check_options(const struct options *o)
 		log_error("--json and --field read a lock: they need --lock and --name");
 		return -EINVAL;
 	}
-	if (o->url && (!o->sha256 || !o->output)) {
-		log_error("--url needs --sha256 and --output");
+	if (o->url && ((!o->sha256 && !o->tree_sha256) || !o->output)) {
+		log_error("--url needs --sha256, --tree-sha256 or both, and --output");
 		return -EINVAL;
 	}
-	if ((o->print_pin || o->hash_file) && (o->output || o->sha256 || o->size)) {
-		log_error("--print-pin and --hash print to stdout and take no --output, --sha256 or --size");
+	if ((o->print_pin || o->hash_file || o->hash_tree) && (o->output || o->sha256 || o->tree_sha256 || o->size)) {
+		log_error("--print-pin, --hash and --hash-tree print to stdout and take no --output, --sha256, "
+			  "--tree-sha256 or --size");
 		return -EINVAL;
 	}
 	if (o->version && !o->print_pin) {
@@ -333,6 +354,8 @@ int main(int argc, char **argv)
 
 	if (o.hash_file)
 		return run_hash(o.hash_file);
+	if (o.hash_tree)
+		return tree_print_local(o.hash_tree, &o.limits);
 	if (o.json || o.field)
 		return print_stanza(&o);
 	if (fetch_global_init() < 0) {

@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "fetch.h"
 #include "sha256.h"
+#include "tree.h"
 
 #define EXIT_FETCH 1
 #define EXIT_USAGE 2
@@ -33,14 +34,18 @@ struct options {
 	long timeout;
 	uint64_t max_size;
 	const char *ca_file;
+	const char *tree_sha256, *hash_tree;
+	struct extract_limits limits;
 };
 
 struct artifact {
 	char *name;
 	char *version; /* may be NULL outside lock mode */
 	char *url;
-	char sha256[SHA256_HEX_SIZE];
-	bool has_size;
+	char sha256[SHA256_HEX_SIZE];                 /* when has_sha256 */
+	unsigned char tree_sha256[NAR_DIGEST_SIZE];   /* when has_tree: the unpacked tree's NAR hash */
+	char key[NAR_HEX_SIZE];                       /* the cache and mirror key: the tree pin, else sha256 */
+	bool has_size, has_sha256, has_tree;
 	uint64_t size;
 };
 
@@ -48,6 +53,7 @@ struct artifact {
 int artifact_from_lock(const char *path, const char *name, struct artifact *a, char *why, size_t why_len);
 int artifact_from_args(const struct options *o, struct artifact *a, char *why, size_t why_len);
 void artifact_free(struct artifact *a);
+void artifact_set_key(struct artifact *a);
 char *artifact_name_from_url(const char *url);
 char *artifact_version_from_url(const char *url);
 
@@ -106,6 +112,7 @@ struct run {
 	struct atomic_file dest;
 	struct run_sources sources;
 	struct run_outcome out;
+	char *tree_tmp;          /* a tree pin's verified tree, until it is renamed into place */
 };
 
 int run_fetch(struct run *run);

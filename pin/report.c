@@ -25,7 +25,17 @@ static void report_success(const struct run *run)
 	const struct options *o = run->o;
 	const struct artifact *a = run->a;
 
-	if (run->out.dir_sync_failed)
+	char tree[NAR_SRI_SIZE];
+
+	if (a->has_tree)
+		nar_sri(a->tree_sha256, tree);
+	if (a->has_tree && run->out.dir_sync_failed)
+		log_warning("%s: %s is in place and verified (tree_sha256 %s), but syncing its directory failed: %s; "
+			    "it may not survive a crash of this machine",
+			    a->name, o->output, tree, strerror(-run->out.err));
+	else if (a->has_tree)
+		log_info("%s: %s verified (tree_sha256 %s), from %s", a->name, o->output, tree, run->out.from);
+	else if (run->out.dir_sync_failed)
 		log_warning("%s: %s is in place and verified (sha256 %s), but syncing its directory failed: %s; "
 			    "it may not survive a crash of this machine",
 			    a->name, o->output, a->sha256, strerror(-run->out.err));
@@ -39,7 +49,10 @@ static void report_sources(const struct run *run)
 	const struct options *o = run->o;
 	const char *name = run->a->name;
 
-	if (strncmp(out->detail, "sha256 mismatch", 15) == 0)
+	if (strncmp(out->detail, "archive ", 8) == 0)
+		log_error("%s: %s, from %s; do not use this archive: check the source and the pin", name, out->detail,
+			  out->url);
+	else if (strstr(out->detail, "sha256 mismatch"))
 		log_error("%s: %s, from %s; the artifact changed or was tampered with: do not use it, and check the "
 			  "upstream release before touching the pin",
 			  name, out->detail, out->url);

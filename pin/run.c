@@ -18,17 +18,62 @@ static int fail(struct run *run, enum run_stage stage, int err)
 	return err;
 }
 
+/* A tree pin: unpacks the archive on fd (already checked against sha256 and
+ * size when those are pinned) beside the output and checks its tree; the
+ * tree waits in run->tree_tmp for commit_dest. -EBADMSG: the archive is
+ * refused or holds another tree (out.detail says which). */
+static int check_tree(struct run *run, int fd)
+{
+	unsigned char got[NAR_DIGEST_SIZE];
+	int r;
+
+	if (!run->a->has_tree)
+		return 0;
+	r = tree_unpack(fd, run->o->output, &run->o->limits, run->a->tree_sha256, got, &run->tree_tmp,
+			run->out.detail, sizeof(run->out.detail));
+	if (r == -EMEDIUMTYPE) /* the source sent something that is not an archive */
+		r = -EBADMSG;
+	if (r < 0 && r != -EBADMSG)
+		run->out.kind = FETCH_LOCAL;
+	return r;
+}
+
+/* A tree pin's cache entry: its bytes checked when sha256 or size is pinned,
+ * then unpacked and its tree checked. */
+static int deliver_tree_from_cache(struct run *run, int fd)
+{
+	const struct artifact *a = run->a;
+	int read_failed = 0, r;
+
+	if (a->has_sha256 || a->has_size) {
+		r = sha256_fd(fd, -1, a->has_size ? a->size : run->o->max_size, run->out.got, &run->out.got_bytes,
+			      &read_failed);
+		if (r == -EFBIG || (r < 0 && read_failed) || (r == 0 && a->has_sha256 && strcmp(run->out.got, a->sha256)) ||
+		    (r == 0 && a->has_size && run->out.got_bytes != a->size)) {
+			snprintf(run->out.detail, sizeof(run->out.detail), "its sha256 is %s, %llu bytes",
+				 r == 0 ? run->out.got : "unknown", run->out.got_bytes);
+			return -EBADMSG;
+		}
+		if (r < 0)
+			return r;
+	}
+	return check_tree(run, fd);
+}
+
 /* Copies the cache entry into the destination's temporary file, hashing as it
- * goes. -ENOENT: no entry; -EBADMSG: the entry is corrupt (out.got filled);
- * anything else: the destination could not be written. */
+ * goes (a tree pin's entry is unpacked instead). -ENOENT: no entry; -EBADMSG:
+ * the entry is corrupt (out.got or out.detail filled); anything else: the
+ * destination could not be written. */
 static int deliver_from_cache(struct run *run)
 {
 	const struct artifact *a = run->a;
-	_cleanup_close_ int fd = cache_open_entry(&run->cache, a->sha256);
+	_cleanup_close_ int fd = cache_open_entry(&run->cache, a->key);
 	int read_failed = 0, r;
 
 	if (fd < 0)
 		return fd == -ENOENT ? -ENOENT : -EBADMSG;
+	if (a->has_tree)
+		return deliver_tree_from_cache(run, fd);
 	if ((r = atomic_file_reset(&run->dest)) < 0)
 		return r;
 	r = sha256_fd(fd, run->dest.fd, a->has_size ? a->size : run->o->max_size, run->out.got,
@@ -50,6 +95,21 @@ static int commit_dest(struct run *run, const char *from)
 
 	if (fetch_interrupted)
 		return fail(run, STAGE_INTERRUPTED, -EINTR);
+	if (run->a->has_tree) {
+		/* The verified tree, renamed into place whole (tree_commit removes it on failure). */
+		bool in_place;
+		r = tree_commit(run->tree_tmp, run->o->output, &in_place);
+		free(run->tree_tmp);
+		run->tree_tmp = NULL;
+		if (r < 0 && in_place) {
+			run->out.dir_sync_failed = true; /* verified and in place; only durability is in doubt */
+			run->out.err = r;
+		} else if (r < 0) {
+			return fail(run, STAGE_COMMIT, r);
+		}
+		run->out.from = from;
+		return 0;
+	}
 	r = atomic_file_commit(&run->dest);
 	if (r < 0 && run->dest.in_place) {
 		/* Verified and at its path; only its durability is in doubt. */
@@ -68,10 +128,10 @@ static int try_cache(struct run *run, int *lock_fd)
 {
 	int r;
 
-	r = cache_open(&run->cache, run->o->cache);
+	r = cache_open(&run->cache, run->o->cache, run->a->has_tree ? "tree" : "sha256");
 	if (r < 0)
 		return fail(run, STAGE_CACHE_OPEN, r);
-	*lock_fd = cache_lock_entry(&run->cache, run->a->sha256);
+	*lock_fd = cache_lock_entry(&run->cache, run->a->key);
 	if (*lock_fd < 0)
 		return fail(run, *lock_fd == -EINTR ? STAGE_INTERRUPTED : STAGE_CACHE_LOCK, *lock_fd);
 	r = deliver_from_cache(run);
@@ -79,15 +139,21 @@ static int try_cache(struct run *run, int *lock_fd)
 		return commit_dest(run, "the cache");
 	if (r == -EBADMSG) {
 		run->out.cache_corrupt = true;
-		log_warning("%s: cache entry %s/sha256/%s is corrupted (got %s, %llu bytes); dropped it, fetching again",
-			    run->a->name, run->o->cache, run->a->sha256, run->out.got, run->out.got_bytes);
-		r = cache_drop_entry(&run->cache, run->a->sha256);
+		if (run->a->has_tree)
+			log_warning("%s: cache entry %s/%s is corrupted (%s); dropped it, fetching again", run->a->name,
+				    run->cache.entries, run->a->key, run->out.detail);
+		else
+			log_warning("%s: cache entry %s/%s is corrupted (got %s, %llu bytes); dropped it, fetching again",
+				    run->a->name, run->cache.entries, run->a->key, run->out.got, run->out.got_bytes);
+		run->out.detail[0] = '\0';
+		r = cache_drop_entry(&run->cache, run->a->key);
 		return r < 0 ? fail(run, STAGE_CACHE_DROP, r) : -ENOENT;
 	}
 	return r == -ENOENT ? r : fail(run, STAGE_DEST_WRITE, r);
 }
 
-/* PREFIX/sha256/<hex> for each usable mirror, in order, then the canonical URL. */
+/* PREFIX/sha256/<hex> (PREFIX/tree/<hex> for a tree pin) for each usable
+ * mirror, in order, then the canonical URL. */
 static int list_sources(struct run *run, struct run_sources *s)
 {
 	const struct options *o = run->o;
@@ -98,7 +164,8 @@ static int list_sources(struct run *run, struct run_sources *s)
 			plen--;
 		if (o->offline && strncmp(o->mirrors[i], "file://", 7) != 0)
 			continue;
-		if (asprintf(&s->owned[i], "%.*s/sha256/%s", (int)plen, o->mirrors[i], run->a->sha256) < 0) {
+		if (asprintf(&s->owned[i], "%.*s/%s/%s", (int)plen, o->mirrors[i], run->a->has_tree ? "tree" : "sha256",
+			     run->a->key) < 0) {
 			s->owned[i] = NULL;
 			return -ENOMEM;
 		}
@@ -132,7 +199,7 @@ static int fetch_one(struct run *run, const char *url, enum fetch_source source,
 	else if (a->has_size && res.bytes != a->size)
 		snprintf(run->out.detail, sizeof(run->out.detail), "size mismatch: expected %llu bytes, got %llu",
 			 (unsigned long long)a->size, (unsigned long long)res.bytes);
-	else if (strcmp(res.sha256, a->sha256) != 0)
+	else if (a->has_sha256 && strcmp(res.sha256, a->sha256) != 0)
 		snprintf(run->out.detail, sizeof(run->out.detail), "sha256 mismatch: expected %s, got %s",
 			 a->sha256, res.sha256);
 	else
@@ -150,7 +217,7 @@ static int attempt(struct run *run, const char *url, enum fetch_source kind)
 	int target = run->dest.fd, r;
 
 	if (run->use_cache) {
-		_cleanup_free_ char *path = cache_entry_path(&run->cache, run->a->sha256);
+		_cleanup_free_ char *path = cache_entry_path(&run->cache, run->a->key);
 		r = path ? atomic_file_open(&cache_tmp, path, 0644) : -ENOMEM;
 		if (r < 0)
 			return fail(run, STAGE_CACHE_TMP, r);
@@ -159,6 +226,8 @@ static int attempt(struct run *run, const char *url, enum fetch_source kind)
 		return fail(run, STAGE_DEST_WRITE, r);
 	}
 	r = fetch_one(run, url, kind, target);
+	if (r == 0)
+		r = check_tree(run, target); /* before storing: a refused archive never enters the cache */
 	run->out.mismatch = r == -EBADMSG;
 	if (r == 0 && run->use_cache) {
 		r = atomic_file_commit(&cache_tmp);
@@ -167,7 +236,7 @@ static int attempt(struct run *run, const char *url, enum fetch_source kind)
 		atomic_file_abort(&cache_tmp);
 		if (r < 0)
 			return fail(run, STAGE_CACHE_STORE, r);
-		r = deliver_from_cache(run);
+		r = run->a->has_tree ? 0 : deliver_from_cache(run); /* a tree is unpacked already */
 		if (r < 0)
 			return fail(run, STAGE_CACHE_COPY, r);
 	}
@@ -204,10 +273,15 @@ static int try_sources(struct run *run)
 int run_fetch(struct run *run)
 {
 	_cleanup_close_ int lock_fd = -1;
+	_cleanup_free_ char *scratch = NULL;
 	int r;
 
 	run->out = (struct run_outcome){ .stage = STAGE_NONE };
-	r = atomic_file_open(&run->dest, run->o->output, run->o->mode);
+	/* A tree pin's archive is only scratch: a temporary file beside the
+	 * output directory, never committed (the unpacked tree is). */
+	if (run->a->has_tree && asprintf(&scratch, "%s.archive", run->o->output) < 0)
+		return fail(run, STAGE_DEST_OPEN, -ENOMEM);
+	r = atomic_file_open(&run->dest, scratch ? scratch : run->o->output, scratch ? 0600 : run->o->mode);
 	if (r < 0)
 		return fail(run, STAGE_DEST_OPEN, r);
 	if (run->use_cache) {
@@ -220,6 +294,9 @@ int run_fetch(struct run *run)
 
 void run_free(struct run *run)
 {
+	extract_remove_tree(run->tree_tmp);
+	free(run->tree_tmp);
+	run->tree_tmp = NULL;
 	atomic_file_abort(&run->dest);
 	cache_close(&run->cache);
 	for (int i = 0; i < MAX_MIRRORS; i++) {

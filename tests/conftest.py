@@ -7,3 +7,11 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from harness import release_tools, tools  # noqa: E402,F401  (fixtures)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say which code-interpreter the e2b-ci builds used (tests/testimages.py)."""
+    import testimages
+    source = testimages.code_interpreter_source()
+    if source:
+        terminalreporter.write_line(f"e2b-ci code-interpreter: {source}")

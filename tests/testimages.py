@@ -1,12 +1,20 @@
 """The images the tests build, each built at most once per test session, and
 the test recipes they are built from (test only).
 
-The real envd release and E2B's code-interpreter archive cannot be downloaded
-on our machines, so the tests pin stand-ins instead and serve them from
-loopback, where build/pinfetch fetches them exactly like real pins:
-- envd: the Go stand-in in tests/envd-standin (it does envd's MMDS flow);
-- code-interpreter (e2b-ci): the fixture tree tests/fixtures/code-interpreter,
-  packed like GitHub's archive of a commit.
+The real envd release cannot be downloaded on our machines, so the tests pin
+a stand-in and serve it from loopback, where build/pinfetch fetches it exactly
+like a real pin: the Go stand-in in tests/envd-standin (it does envd's MMDS
+flow).
+
+The code-interpreter (e2b-ci) is built from the SHIPPED
+recipes/code-interpreter.lock whenever a `git archive` of its pinned commit is
+at hand: `../shared/upstream/code-interpreter-<commit>.tar.gz` beside the
+repository (or in $E2B_UPSTREAM_DIR). It is then served as a pinfetch tree
+mirror (file://DIR/tree/<hex of the tree pin>) with `pin_mirror=`, and
+pinfetch verifies it against the shipped tree_sha256. Only where it is absent
+do the tests fall back to the fixture tree tests/fixtures/code-interpreter,
+packed like GitHub's archive and pinned by a test lock. The choice is printed
+in pytest's summary (code_interpreter_source()).
 
 One loopback server serves both for the whole session, so every recipes
 directory written here names the same URLs, and two builds from them can be
@@ -41,6 +49,39 @@ FIXTURE = ROOT / "tests" / "fixtures" / "code-interpreter"
 # A made-up commit id for the stand-in: it names the archive's top directory.
 FIXTURE_COMMIT = "0" * 39 + "1"
 FIXTURE_TOP = f"code-interpreter-{FIXTURE_COMMIT}"
+SHIPPED_CI_LOCK = ROOT / "recipes" / "code-interpreter.lock"
+UPSTREAM_DIR = pathlib.Path(os.environ.get("E2B_UPSTREAM_DIR", ROOT.parent / "shared" / "upstream"))
+
+
+def lock_stanza(lock, name: str) -> dict:
+    """One stanza of a lock, read by the one lock parser (build/pinfetch --json)."""
+    cp = subprocess.run([str(ROOT / "build" / "pinfetch"), "--lock", str(lock), "--name", name, "--json"],
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        raise RuntimeError(f"cannot read [{name}] of {lock} (run `make tools`?): {cp.stderr.strip()}")
+    return json.loads(cp.stdout)
+
+
+def tree_pin_hex(sri: str) -> str:
+    """The cache and mirror key of a tree pin: its digest in hex."""
+    import base64
+    assert sri.startswith("sha256-"), sri
+    return base64.b64decode(sri[len("sha256-"):]).hex()
+
+
+def tree_pin_of(archive) -> str:
+    """The tree pin of an archive, by build/pinfetch --hash-tree (tests/pin
+    checks that tool against Nix's own)."""
+    cp = subprocess.run([str(ROOT / "build" / "pinfetch"), "--hash-tree", str(archive)],
+                        capture_output=True, text=True, check=True)
+    return cp.stdout.split()[0]
+
+
+def upstream_archive() -> pathlib.Path | None:
+    """The git archive of the shipped lock's commit, if it is at hand."""
+    commit = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")["version"]
+    p = UPSTREAM_DIR / f"code-interpreter-{commit}.tar.gz"
+    return p if p.is_file() else None
 
 
 def sha256_file(path) -> str:
@@ -138,9 +179,24 @@ class StandIns:
         self.envd_version_output = build_standin(self.envd)
         self.envd_version = self.envd_version_output.strip()
         self.envd_sha256 = sha256_file(self.envd)
-        self.archive = self.dir / f"{FIXTURE_COMMIT}.tar.gz"
-        self.archive.write_bytes(pack_fixture())
-        self.archive_sha256 = sha256_file(self.archive)
+        self.upstream = upstream_archive()
+        if self.upstream:
+            # The shipped lock, and the archive where pinfetch looks for it on a tree mirror.
+            lock = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")
+            self.ci_commit = lock["version"]
+            self.mirror = self.dir / "mirror"
+            (self.mirror / "tree").mkdir(parents=True)
+            shutil.copyfile(self.upstream, self.mirror / "tree" / tree_pin_hex(lock["tree_sha256"]))
+            self.ci_source = (f"the shipped recipes/code-interpreter.lock, served from {self.upstream} "
+                              f"through pin_mirror=file://{self.mirror}")
+        else:
+            self.ci_commit = FIXTURE_COMMIT
+            self.mirror = None
+            self.archive = self.dir / f"{FIXTURE_COMMIT}.tar.gz"
+            self.archive.write_bytes(pack_fixture())
+            self.archive_tree = tree_pin_of(self.archive)
+            self.ci_source = (f"the fixture tests/fixtures/code-interpreter with a test lock "
+                              f"({UPSTREAM_DIR}/code-interpreter-<commit>.tar.gz is absent)")
         self.served, self._stop = _start_server(self.dir)
         atexit.register(self.close)
 
@@ -154,12 +210,18 @@ class StandIns:
         """A recipes= directory pinning the stand-ins FLAVOR needs."""
         d = directory or pathlib.Path(tempfile.mkdtemp(prefix=f"e2b-test-recipes-{flavor}-", dir=self.dir))
         write_envd_lock(d, self.served.url("envd"), self.envd_sha256, self.envd_version)
-        if flavor == "e2b-ci":
+        if flavor == "e2b-ci" and self.upstream:
+            shutil.copyfile(SHIPPED_CI_LOCK, d / "code-interpreter.lock")
+        elif flavor == "e2b-ci":
             (d / "code-interpreter.lock").write_text(
                 "# test only: the code-interpreter fixture, served from loopback\n"
                 f"[code-interpreter]\nversion = {FIXTURE_COMMIT}\nurl = {self.served.url(self.archive.name)}\n"
-                f"sha256 = {self.archive_sha256}\n")
+                f"tree_sha256 = {self.archive_tree}\n")
         return d
+
+    def make_args(self, flavor: str) -> list:
+        """make variables FLAVOR's build needs beyond recipes=: the tree mirror."""
+        return [f"pin_mirror=file://{self.mirror}"] if flavor == "e2b-ci" and self.mirror else []
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,11 +229,18 @@ def standins() -> StandIns:
     return StandIns()
 
 
+def code_interpreter_source() -> str | None:
+    """Which code-interpreter the session's e2b-ci builds use, once chosen."""
+    return standins().ci_source if standins.cache_info().currsize else None
+
+
 def make(flavor: str, out: pathlib.Path, *args, recipes: pathlib.Path | None = None,
          cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT) -> subprocess.CompletedProcess:
     """`make ARGS flavor=FLAVOR recipes=… out=OUT cache=…` with the stand-in
     recipes unless RECIPES is given; the result carries .seconds."""
-    recipes = recipes or standins().recipes(flavor)
+    if recipes is None:
+        recipes = standins().recipes(flavor)
+        args = (*args, *standins().make_args(flavor))
     cmd = ["make", "-C", str(ROOT), "--no-print-directory", *args, f"flavor={flavor}",
            f"recipes={recipes}", f"out={out}", f"cache={cache}"]
     t0 = time.monotonic()
@@ -228,5 +297,7 @@ if __name__ == "__main__":
     cp = make(sys.argv[1], pathlib.Path(sys.argv[2]).resolve(), *sys.argv[3:])
     sys.stdout.write(cp.stdout)
     sys.stderr.write(cp.stderr)
+    if sys.argv[1] == "e2b-ci":
+        print(f"e2b-ci code-interpreter: {standins().ci_source}; {cp.seconds:.0f}s", file=sys.stderr)
     standins().close()
     sys.exit(cp.returncode)

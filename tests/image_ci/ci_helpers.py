@@ -2,10 +2,11 @@
 name no other test folder uses (they share sys.path). Test modules import
 the fixtures below by name.
 
-The real e2b-dev/code-interpreter archive cannot be downloaded here, so these
-tests pack the stand-in under tests/fixtures/code-interpreter (our own code,
-upstream's layout) into a tarball shaped like GitHub's archive of a commit,
-serve it from loopback, and fetch it through build/pinfetch.
+These tests pack the stand-in under tests/fixtures/code-interpreter (our own
+code, upstream's layout) into a tarball shaped like GitHub's archive of a
+commit, serve it from loopback, and fetch its tree through build/pinfetch.
+(The image build itself uses the real pinned tree where it is at hand: see
+tests/testimages.py.)
 """
 import hashlib
 import os
@@ -19,7 +20,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import testimages  # noqa: E402
 from testimages import (  # noqa: E402,F401  (re-exported for the test modules)
-    FIXTURE, FIXTURE_COMMIT, FIXTURE_TOP, ROOT, pack_fixture, serve_directory,
+    FIXTURE, FIXTURE_COMMIT, FIXTURE_TOP, ROOT, pack_fixture, serve_directory, tree_pin_of,
 )
 
 FLAVOR_DIR = ROOT / "os-image" / "e2b-ci"
@@ -43,11 +44,20 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], **kw)
 
 
+def unpack(archive, dest):
+    """The archive's tree, its top directory stripped (test only: in a build,
+    pinfetch unpacks and verifies it; test_ci_patches checks that path)."""
+    pathlib.Path(dest).mkdir(parents=True)
+    run(["tar", "-xzf", archive, "-C", dest, "--strip-components=1"]).check_returncode()
+    return dest
+
+
 def prepare(archive, extra, work, flavor_dir=FLAVOR_DIR, env=None):
     e = dict(os.environ)
     e.pop("PYDEPS", None)
     e.update(env or {})
-    return run([flavor_dir / "prepare.sh", "--archive", archive, "--extra", extra, "--work", work], env=e)
+    source = unpack(archive, pathlib.Path(work).parent / (pathlib.Path(work).name + "-source"))
+    return run([flavor_dir / "prepare.sh", "--source", source, "--extra", extra, "--work", work], env=e)
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +72,10 @@ def fixture_archive(tmp_path_factory):
 
 @pytest.fixture()
 def served_archive(fixture_archive):
+    """(url, sha256, tree_sha256) of the stand-in archive, served from loopback."""
     path, digest = fixture_archive
     with serve_directory(path.parent) as served:
-        yield served.url(path.name), digest
+        yield served.url(path.name), digest, tree_pin_of(path)
 
 
 @pytest.fixture()

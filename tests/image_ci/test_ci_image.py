@@ -1,11 +1,14 @@
-"""A real e2b-ci build (mkosi, packing) with the stand-in recipes, built
-twice by `make repro flavor=e2b-ci`: identical digests; then the first
-build's tree is checked and the code-interpreter stack is started from it.
+"""A real e2b-ci build (mkosi, packing), built twice by `make repro
+flavor=e2b-ci`: identical digests; then the first build's tree is checked and
+the code-interpreter stack is started from it.
 
-The stand-ins (envd: tests/envd-standin; code-interpreter archive:
-tests/fixtures/code-interpreter) are served from loopback and pinned in a
-temporary recipes= directory (tests/testimages.py); package caches are the
-repository's (out/cache), shared with tests/image.
+The code-interpreter comes from the shipped recipes/code-interpreter.lock,
+its archive served as a pin_mirror=file:// tree mirror, when a git archive of
+the pinned commit is in ../shared/upstream/; otherwise from the stand-in
+tests/fixtures/code-interpreter with a test lock (pytest's summary says
+which). envd is the stand-in from tests/envd-standin, served from loopback
+(tests/testimages.py); package caches are the repository's (out/cache),
+shared with tests/image.
 """
 import configparser
 import json
@@ -77,7 +80,7 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
     prefix = tree / "usr/lib/e2b-code-interpreter"
     assert "/api/kernelspecs" in (prefix / "server/main.py").read_text()
     assert (prefix / "python/e2b_charts/__init__.py").is_file()
-    assert not (prefix / "source.tar.gz").exists()
+    assert not (prefix / "source").exists(), "the unpatched source must not ship"
     # Bytecode, hash-based and unchecked: no source mtimes inside.
     pyc = sorted((prefix / "server/__pycache__").glob("main.*.pyc"))
     assert pyc, "no bytecode for the server"
@@ -95,7 +98,7 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
 def test_manifest_lists_the_archive_pin(repro):
     m = json.loads((repro.first / "manifest.json").read_text())
     text = json.dumps(m)
-    assert testimages.FIXTURE_COMMIT in text
+    assert testimages.standins().ci_commit in text
     pkgs = text
     for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
         assert name in pkgs

@@ -1,4 +1,4 @@
-"""The code-interpreter archive: fetched through pinfetch, unpacked, patched
+"""The code-interpreter tree: fetched through pinfetch (unpacked and verified by its tree pin), patched
 per os-image/e2b-ci/PATCHES, laid out for the image; a patch that no longer
 applies stops the build and is named."""
 import re
@@ -32,23 +32,25 @@ def test_fixture_says_it_is_a_stand_in():
 
 
 def test_archive_through_pinfetch_then_prepare(tools, served_archive, tmp_path):
-    url, digest = served_archive
+    url, digest, tree = served_archive
     extra, work = tmp_path / "extra", tmp_path / "work"
-    dest = extra / "usr/lib/e2b-code-interpreter/source.tar.gz"
+    dest = extra / "usr/lib/e2b-code-interpreter/source"
     dest.parent.mkdir(parents=True)
-    cp = tools.run("pinfetch", "--url", url, "--sha256", digest, "--name", "code-interpreter",
+    cp = tools.run("pinfetch", "--url", url, "--tree-sha256", tree, "--name", "code-interpreter",
                    "--output", dest, "--cache", tmp_path / "cache")
     assert cp.returncode == 0, cp.stderr
-    # The same URL with another digest is refused: the pin is what is trusted.
-    bad = tools.run("pinfetch", "--url", url, "--sha256", "0" * 64, "--name", "code-interpreter",
-                    "--output", tmp_path / "bad.tgz", "--no-cache")
-    assert bad.returncode == 1 and "code-interpreter" in bad.stderr
+    assert (dest / "template/server/main.py").is_file()
+    # The same URL with another tree pin is refused: the pin is what is trusted.
+    bad = tools.run("pinfetch", "--url", url, "--tree-sha256", "sha256-" + "A" * 43 + "=",
+                    "--name", "code-interpreter", "--output", tmp_path / "bad", "--no-cache")
+    assert bad.returncode == 1 and "code-interpreter" in bad.stderr and "tree_sha256 mismatch" in bad.stderr
+    assert not (tmp_path / "bad").exists()
 
     cp = run([FLAVOR_DIR / "prepare.sh", "--extra", extra, "--work", work])
     assert cp.returncode == 0, cp.stderr
     for name in PATCH_NAMES:
         assert f"applied {name}" in cp.stdout
-    assert not dest.exists(), "the archive itself must not ship"
+    assert not dest.exists(), "the unpatched source itself must not ship"
 
     prefix = extra / "usr/lib/e2b-code-interpreter"
     main = (prefix / "server/main.py").read_text()
@@ -187,4 +189,4 @@ def test_archive_with_another_layout_is_refused(tmp_path):
     run(["tar", "-czf", archive, "-C", bad, "top"]).check_returncode()
     cp = prepare(archive, tmp_path / "extra", tmp_path / "work")
     assert cp.returncode == 1
-    assert "the archive has no LICENSE" in cp.stderr
+    assert "the source has no LICENSE" in cp.stderr

@@ -1,9 +1,17 @@
 """Static checks of the e2b-ci units, preset and lists, and of the
-code-interpreter pin in recipes/ (the built image is checked in test_image.py)."""
+code-interpreter pin in recipes/: its form, a build without a source failing
+fast, the pin recomputed from the public repository (E2B_CODE_INTERPRETER_REPO),
+and the patches against the real tree (the built image is checked in
+test_ci_image.py)."""
 import configparser
-import json
+import os
 import re
+import shutil
+import subprocess
 
+import pytest
+
+import testimages
 from ci_helpers import FLAVOR_DIR, ROOT, run
 
 UNITS = ROOT / "units"
@@ -55,45 +63,87 @@ def test_units_are_enabled_by_the_flavor():
     assert enabled == ["jupyter.service", "code-interpreter.service"]
 
 
-def code_interpreter_stanza(release_tools, tmp_path):
-    """The [code-interpreter] stanza, read by pinfetch. Until it is pinned
-    (its file says "NOT PINNED YET"), pinfetch refuses it for exactly the
-    missing sha256; the rest of it is read by adding a placeholder sha256 to a
-    copy, so the one parser still checks every other line."""
-    lock = ROOT / "recipes/code-interpreter.lock"
-    cp = release_tools.run("pinfetch", "--lock", lock, "--name", "code-interpreter", "--json")
-    if cp.returncode == 0:
-        return json.loads(cp.stdout), True
-    text = lock.read_text()
-    assert "NOT PINNED YET" in text and '[code-interpreter]: missing "sha256"' in cp.stderr, cp.stderr
-    assert "code-interpreter.lock:" in cp.stderr, cp.stderr
-    probe = tmp_path / "code-interpreter.lock"
-    probe.write_text(text + "sha256 = " + "0" * 64 + "\n")
-    return release_tools.lock_stanza(probe, "code-interpreter"), False
+LOCK = ROOT / "recipes/code-interpreter.lock"
+GIT_TREE = "ceadbca48a3a9ad9c628121ffda6775206b0146d"
 
 
-def test_code_interpreter_lock_names_a_commit_archive(release_tools, tmp_path):
-    st, _ = code_interpreter_stanza(release_tools, tmp_path)
+def test_code_interpreter_lock_pins_a_commit_by_its_tree(release_tools):
+    st = release_tools.lock_stanza(LOCK, "code-interpreter")
     commit = st["version"]
     assert re.fullmatch(r"[0-9a-f]{40}", commit)
     assert st["url"] == f"https://codeload.github.com/e2b-dev/code-interpreter/tar.gz/{commit}"
+    assert re.fullmatch(r"sha256-[A-Za-z0-9+/]{43}=", st["tree_sha256"])
+    text = LOCK.read_text()
+    # The lock says where the pin comes from and how to reproduce it.
+    assert f"git tree\n# {GIT_TREE}" in text or GIT_TREE in text
+    assert f"{commit} > ci.tar.gz" in text and "build/pinfetch --hash-tree ci.tar.gz" in text
+    assert "NOT PINNED" not in text
     listed = (FLAVOR_DIR / "pins").read_text()
-    assert re.search(r"^code-interpreter\.lock code-interpreter /usr/lib/e2b-code-interpreter/source\.tar\.gz 0644$",
+    assert re.search(r"^code-interpreter\.lock code-interpreter /usr/lib/e2b-code-interpreter/source 0755$",
                      listed, re.M)
 
 
-def test_unpinned_archive_stops_the_build_naming_the_lock(release_tools, tmp_path):
-    """Until a maintainer runs `pinfetch --print-pin` with network access, the
-    lock has no sha256 (none was made up): pinfetch refuses it, naming it."""
-    lock = ROOT / "recipes/code-interpreter.lock"
-    st, pinned = code_interpreter_stanza(release_tools, tmp_path)
-    cp = release_tools.run("pinfetch", "--lock", lock, "--name", "code-interpreter",
-                           "--output", tmp_path / "ci.tgz", "--no-cache", "--offline")
-    if pinned:
-        assert re.fullmatch(r"[0-9a-f]{64}", st["sha256"])
-        assert cp.returncode == 1  # offline, empty cache: not fetched, but the lock parses
-    else:
-        assert "pinfetch --print-pin" in lock.read_text()
-        assert cp.returncode == 2
-        assert "code-interpreter.lock" in cp.stderr and "sha256" in cp.stderr
-    assert not (tmp_path / "ci.tgz").exists()
+def test_without_a_source_the_build_stops_at_once_naming_the_artifact_and_url(tmp_path):
+    """The shipped code-interpreter lock, no mirror, no network: make stops
+    before mkosi in about a second, naming code-interpreter and its URL. (envd
+    is the test stand-in, served from loopback, since the real one cannot be had.)"""
+    s = testimages.standins()
+    recipes = tmp_path / "recipes"
+    testimages.write_envd_lock(recipes, s.served.url("envd"), s.envd_sha256, s.envd_version)
+    shutil.copyfile(LOCK, recipes / "code-interpreter.lock")
+    subprocess.run(["make", "-s", "-C", str(ROOT), "tools"], check=True, capture_output=True)
+    cp = testimages.make("e2b-ci", tmp_path / "out", recipes=recipes, cache=tmp_path / "cache")
+    url = testimages.lock_stanza(LOCK, "code-interpreter")["url"]
+    assert cp.returncode != 0
+    assert "code-interpreter" in cp.stderr and url in cp.stderr and "before mkosi" in cp.stderr, cp.stderr
+    assert "mkosi:" not in cp.stderr
+    print(f"failed in {cp.seconds:.2f}s: {cp.stderr.strip().splitlines()[-3]}")
+
+
+def git_archive(repo, commit, dest):
+    with open(dest, "wb") as f:
+        run(["git", "-C", repo, "archive", "--format=tar.gz", f"--prefix=code-interpreter-{commit}/", commit],
+            stdout=f, capture_output=False, text=False).check_returncode()
+    return dest
+
+
+@pytest.mark.skipif(not os.environ.get("E2B_CODE_INTERPRETER_REPO"),
+                    reason="set E2B_CODE_INTERPRETER_REPO to a git copy of the public e2b-dev/code-interpreter "
+                           "repository to check the shipped pin against it (CI has no copy)")
+def test_shipped_lock_verifies_against_a_git_archive_of_the_commit(release_tools, tmp_path):
+    """The pin, recomputed from the public repository: the commit's git tree
+    is the one the lock names, and pinfetch fetches `git archive` of the
+    commit (from a tree mirror) only because its tree matches the lock."""
+    repo = os.environ["E2B_CODE_INTERPRETER_REPO"]
+    st = release_tools.lock_stanza(LOCK, "code-interpreter")
+    commit = st["version"]
+    tree = run(["git", "-C", repo, "rev-parse", f"{commit}^{{tree}}"])
+    assert tree.returncode == 0, tree.stderr
+    assert tree.stdout.strip() == GIT_TREE
+    mirror = tmp_path / "mirror"
+    (mirror / "tree").mkdir(parents=True)
+    git_archive(repo, commit, mirror / "tree" / testimages.tree_pin_hex(st["tree_sha256"]))
+    cp = release_tools.run("pinfetch", "--lock", LOCK, "--name", "code-interpreter", "--output", tmp_path / "src",
+                           "--no-cache", "--offline", "--mirror", f"file://{mirror}", "--verbose")
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "src" / "template" / "server" / "main.py").is_file()
+    if shutil.which("nix"):
+        nix = run(["nix", "--extra-experimental-features", "nix-command", "hash", "path", "--type", "sha256",
+                   tmp_path / "src"])
+        assert nix.stdout.strip() == st["tree_sha256"], nix.stdout
+    print(f"{repo} @ {commit}: git tree {GIT_TREE}, tree_sha256 {st['tree_sha256']} verified by pinfetch"
+          + (" and nix hash path" if shutil.which("nix") else ""))
+
+
+def test_patches_apply_to_the_real_tree(release_tools, tmp_path):
+    """`make ci-patch-check` on the shipped lock, the archive served as a tree mirror."""
+    if testimages.upstream_archive() is None:
+        pytest.skip(f"no git archive of the pinned commit in {testimages.UPSTREAM_DIR} (set E2B_UPSTREAM_DIR)")
+    st = release_tools.lock_stanza(LOCK, "code-interpreter")
+    mirror = tmp_path / "mirror"
+    (mirror / "tree").mkdir(parents=True)
+    shutil.copyfile(testimages.upstream_archive(), mirror / "tree" / testimages.tree_pin_hex(st["tree_sha256"]))
+    cp = run(["make", "-s", "-C", ROOT, "ci-patch-check", f"pin_mirror=file://{mirror}", "offline=1",
+              f"cache={tmp_path / 'cache'}"])
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert cp.stderr.count("e2b-ci: applied ") + cp.stdout.count("e2b-ci: applied ") == 3, cp.stdout + cp.stderr

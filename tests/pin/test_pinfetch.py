@@ -484,7 +484,7 @@ def test_field_prints_one_value(tools, work, key, value):
 
 @pytest.mark.parametrize("name,key,needle", [
     ("other", "size", ": [other] has no size (it is optional)"),
-    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, size)"),
+    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, tree_sha256, size)"),
     ("nope", "url", ": no [nope] stanza (it has: other, envd)"),
 ])
 def test_field_errors_name_the_lock(tools, work, name, key, needle):
@@ -602,25 +602,18 @@ def test_every_shipped_lock_is_pinned_by_the_build():
 def test_shipped_locks_parse(tools, work):
     """The stanzas the build uses parse, and pinfetch gets as far as the
     network (refused offline, with an empty cache), which it only does after
-    parsing the lock; --json prints the same stanza.
-
-    The one allowed exception is a pin that could not be taken where it was
-    written (no route to its host) and says so: its file carries "NOT PINNED
-    YET" and the `pinfetch --print-pin` command that completes it, and then
-    pinfetch must refuse exactly for the missing sha256 (never a made-up one)."""
+    parsing the lock; --json prints the same stanza, with every pin it has
+    (sha256, tree_sha256 or both)."""
     pins = shipped_pins()
     assert pins, "no pins lists under os-image/"
     for lock, name in pins:
-        text = lock.read_text()
+        assert "NOT PINNED" not in lock.read_text(), lock
         cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
                  "--cache", work / "cache", "--offline")
         js = run(tools, "--lock", lock, "--name", name, "--json")
-        if "NOT PINNED YET" in text and "--print-pin" in text and f"--name {name}" in text:
-            assert cp.returncode == 2 and f'[{name}]: missing "sha256"' in cp.stderr, (lock, name, cp.stderr)
-            assert js.returncode == 2 and js.stderr == cp.stderr and js.stdout == "", js
-        else:
-            assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
-            assert js.returncode == 0 and json.loads(js.stdout)["name"] == name, js
+        assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+        assert js.returncode == 0 and json.loads(js.stdout)["name"] == name, js
+        assert {"sha256", "tree_sha256"} & set(json.loads(js.stdout)), js.stdout
     assert os.listdir(work / "out") == []
 
 
