@@ -95,17 +95,18 @@ static int pump(struct bridge *b, int d)
 }
 
 /* fd[i] is read while its buffer is empty and written while the other
- * direction has bytes for it. A side with nothing left to do, or hung up
- * (its remaining bytes are readable at once and writes to it fail at once,
- * both done when the other side wakes us), leaves epoll: a level-triggered
- * EPOLLHUP would otherwise wake us for nothing. */
+ * direction has bytes for it. A side with nothing left to do leaves epoll,
+ * and so does a hung-up side with nothing to do right now (its buffer waits
+ * for the other side): a level-triggered EPOLLHUP would wake us for nothing.
+ * It comes back as soon as it can be read or is owed bytes. */
 static int update_interest(struct bridge *b)
 {
 	for (int i = 0; i < 2; i++) {
 		struct end *e = &b->end[i];
 		const struct direction *in = &b->dir[i], *out = &b->dir[!i];
-		bool finished = (in->eof && out->shut) || e->hup;
-		uint32_t want = (in->len == 0 && !in->eof ? EPOLLIN : 0) | (out->len > 0 ? EPOLLOUT : 0);
+		bool can_read = in->len == 0 && !in->eof;
+		bool finished = (in->eof && out->shut) || (e->hup && !can_read && out->len == 0);
+		uint32_t want = (can_read ? EPOLLIN : 0) | (out->len > 0 ? EPOLLOUT : 0);
 
 		if (finished) {
 			if (e->registered && epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->fd[i], NULL) < 0)
