@@ -1,6 +1,7 @@
-/* vsock-relay: the guest's dynamic relay into loopback (see relay/README.md).
+/* vsock-relay: the guest's relays into loopback (see relay/README.md).
  *
  *   vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS]
+ *   vsock-relay --to-port PORT [--max-connections N]
  *
  * Socket-activated (LISTEN_FDS): systemd listens on vsock port 10000
  * (units/vsock-relay.socket) and passes the socket; the code itself is
@@ -28,8 +29,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS] [-v]\n"
+		"       vsock-relay --to-port PORT [--max-connections N] [-v]\n"
 		"  Socket-activated (LISTEN_FDS). Each connection's first line is \"CONNECT <port>\\n\";\n"
 		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"ERR <why>\\n\" and closes.\n"
+		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy\n"
 		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARD_DEFAULT_PORTS ")\n"
 		"  --max-connections N      concurrent connections, handshakes included (default 256)\n"
 		"  --handshake-timeout MS   time for the CONNECT line and the loopback connect (default 10000)\n");
@@ -112,6 +115,7 @@ int main(int argc, char **argv)
 		{ "guarded", required_argument, NULL, 'g' },
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "handshake-timeout", required_argument, NULL, 't' },
+		{ "to-port", required_argument, NULL, 'p' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -137,6 +141,13 @@ int main(int argc, char **argv)
 			if (parse_uint("--handshake-timeout", optarg, 1, 3600000, &relay.handshake_timeout_ms) < 0)
 				return 2;
 			break;
+		case 'p': {
+			unsigned port;
+			if (parse_uint("--to-port", optarg, 1, 65535, &port) < 0)
+				return 2;
+			relay.fixed_port = (uint16_t)port;
+			break;
+		}
 		case 'v':
 			log_set_max_priority(LOG_DEBUG);
 			break;
@@ -151,6 +162,10 @@ int main(int argc, char **argv)
 	if (optind != argc) {
 		fprintf(stderr, "vsock-relay: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if (relay.fixed_port && guarded) {
+		fprintf(stderr, "vsock-relay: --guarded applies to the CONNECT relay, not to --to-port\n");
 		return 2;
 	}
 	if (relay_policy_init(&relay.policy, guarded, why, sizeof(why)) < 0) {

@@ -24,6 +24,7 @@ struct relay {
 	unsigned max_connections;
 	unsigned active;                 /* handshaking, connecting or bridged */
 	unsigned handshake_timeout_ms;
+	uint16_t fixed_port;             /* --to-port: no CONNECT line, always this port */
 	struct session *pending;         /* handshaking or connecting, oldest first */
 	struct relay_listener *listeners;
 	unsigned n_listeners;

@@ -115,8 +115,10 @@ static void refuse(struct session *s, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_notice("%s: refused: %s", s->peer, msg);
+	/* A fixed relay speaks no protocol of its own: it just closes. */
 	int n = snprintf(line, sizeof(line), "ERR %s\n", msg);
-	(void)!send(s->client, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (!s->relay->fixed_port)
+		(void)!send(s->client, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	session_free(s);
 }
 
@@ -144,7 +146,7 @@ static int on_connected(struct session *s)
 		refuse(s, "127.0.0.1:%u: %s", s->port, strerror(err));
 		return 0;
 	}
-	if (send(s->client, "OK\n", 3, MSG_NOSIGNAL | MSG_DONTWAIT) != 3) {
+	if (!relay->fixed_port && send(s->client, "OK\n", 3, MSG_NOSIGNAL | MSG_DONTWAIT) != 3) {
 		log_notice("%s: gone before OK: %s", s->peer, strerror(errno));
 		session_free(s);
 		return 0;
@@ -265,7 +267,10 @@ int relay_accept(struct relay *relay, int listener)
 		s->pprev = tail;
 		*tail = s;
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->handler };
-		if (epoll_ctl(relay->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		if (relay->fixed_port) {
+			s->port = relay->fixed_port;
+			start_connect(s);
+		} else if (epoll_ctl(relay->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			log_error("%s: epoll: %s", s->peer, strerror(errno));
 			session_free(s);
 		}

@@ -135,3 +135,20 @@ def test_bad_options_and_no_socket(tools):
     assert cp.returncode == 2 and "--ports" in cp.stderr and "'x' is not a digit" in cp.stderr
     cp = tools.run("vsock-relay")
     assert cp.returncode == 1 and "no listening socket from systemd (LISTEN_FDS)" in cp.stderr
+
+
+def test_fixed_relay_no_line_no_policy(relay, server):
+    """--to-port (the fixed relays of vsock-proxy@.service): bytes go straight
+    to that port, half-close included; a closed port is just a close."""
+    srv = server("echo-after-eof")
+    port = relay("--to-port", str(srv.port))
+    assert exchange(port, b"CONNECT 8888\n") == b"echo:CONNECT 8888\n"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    assert exchange(relay("--to-port", str(dead)), b"hello") == b""
+
+
+def test_fixed_relay_refuses_guarded_option(tools):
+    cp = tools.run("vsock-relay", "--to-port", "49983", "--guarded", "8888")
+    assert cp.returncode == 2 and "--guarded applies to the CONNECT relay" in cp.stderr

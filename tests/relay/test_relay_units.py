@@ -1,0 +1,67 @@
+"""The relay units as shipped: their vsock ports agree with common/vsock_ports.h
+(the C side's one definition), the presets enable them (e2b-ci's 49999 only in
+e2b-ci), every relay starts only after the guard and requires it (fail
+closed), and systemd accepts them: `systemd-analyze verify` is clean and
+`security` rates each service SAFE."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from relay_helpers import ROOT, vsock_ports
+
+UNITS = ROOT / "units"
+PORTS = vsock_ports()
+PRESET = ROOT / "os-image/mkosi.extra/usr/lib/systemd/system-preset/10-e2b.preset"
+CI_PRESET = ROOT / "os-image/e2b-ci/mkosi.extra/usr/lib/systemd/system-preset/20-e2b-ci.preset"
+
+
+def keys(path, key):
+    return [v.strip() for k, _, v in (l.partition("=") for l in path.read_text().splitlines()) if k.strip() == key]
+
+
+def test_ports_agree_with_the_header():
+    assert keys(UNITS / "vsock-relay.socket", "ListenStream") == [f"vsock::{PORTS['VSOCK_PORT_RELAY']}"]
+    assert keys(UNITS / "vsock-proxy@.socket", "ListenStream") == ["vsock::%i"]
+    assert re.search(rf"^enable vsock-proxy@\.socket {PORTS['VSOCK_PORT_ENVD']}$", PRESET.read_text(), re.M)
+    assert re.search(rf"^enable vsock-proxy@\.socket {PORTS['VSOCK_PORT_CODE_INTERPRETER']}$",
+                     CI_PRESET.read_text(), re.M)
+    assert "49999" not in PRESET.read_text(), "the code interpreter's relay is e2b-ci's only"
+    assert re.search(r"^enable vsock-relay\.socket$", PRESET.read_text(), re.M)
+
+
+def test_shipped_by_every_flavor():
+    listed = (ROOT / "os-image/units").read_text().split()
+    for u in ("vsock-proxy@.socket", "vsock-proxy@.service", "vsock-relay.socket", "vsock-relay.service"):
+        assert u in listed, u
+    assert "vsock-relay" in (ROOT / "os-image/image.mk").read_text().split("GUEST_TOOLS ?=")[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("unit", ["vsock-relay.socket", "vsock-relay.service", "vsock-proxy@.socket",
+                                  "vsock-proxy@.service"])
+def test_after_and_requires_the_guard(unit):
+    p = UNITS / unit
+    assert "envd-guard.service" in " ".join(keys(p, "Requires")).split(), unit
+    assert "envd-guard.service" in " ".join(keys(p, "After")).split(), unit
+
+
+def test_systemd_accepts_them(tmp_path, release_tools):
+    """verify and security on copies (instance 49983, tools at build/ paths)."""
+    for u in ("vsock-relay.socket", "vsock-relay.service", "envd-guard.service"):
+        shutil.copy(UNITS / u, tmp_path / u)
+    for kind in ("socket", "service"):
+        shutil.copy(UNITS / f"vsock-proxy@.{kind}", tmp_path / f"vsock-proxy@49983.{kind}")
+    for p in tmp_path.glob("*.service"):
+        p.write_text(p.read_text().replace("/usr/local/bin/vsock-relay", release_tools.path("vsock-relay"))
+                     .replace("/usr/local/bin/envd-guard", "/bin/true"))
+    names = ["vsock-relay.socket", "vsock-relay.service", "vsock-proxy@49983.socket", "vsock-proxy@49983.service"]
+    cp = subprocess.run(["systemd-analyze", "verify", "--man=no", *[str(tmp_path / n) for n in names]],
+                        capture_output=True, text=True, timeout=60, env={"SYSTEMD_UNIT_PATH": f"{tmp_path}:",
+                                                                        "PATH": "/usr/bin:/bin"})
+    assert cp.returncode == 0 and not cp.stderr.strip(), cp.stderr
+    for n in ("vsock-relay.service", "vsock-proxy@49983.service"):
+        cp = subprocess.run(["systemd-analyze", "security", "--offline=true", str(tmp_path / n)],
+                            capture_output=True, text=True, timeout=60)
+        m = re.search(r"Overall exposure level for \S+: ([0-9.]+) (\w+)", cp.stdout)
+        assert m and m.group(2) == "SAFE", cp.stdout[-500:]
