@@ -33,8 +33,10 @@ static void usage(FILE *f)
 		"                         local TCP (default 127.0.0.1:GUESTPORT) to guest 127.0.0.1:GUESTPORT:\n"
 		"                         %u and %u through their fixed relays, any other port through the\n"
 		"                         dynamic relay (vsock port %u), which refuses the guarded ones\n"
-		"  wait                   until envd's GET /health answers 204 (exit 0), within --timeout (default 30)\n",
-		VSOCK_PORT_MMDS_CONTROL, VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER, VSOCK_PORT_RELAY);
+		"  wait [GUESTPORT]       until GET /health on guest 127.0.0.1:GUESTPORT (default %u, envd) answers\n"
+		"                         204 (envd) or 200 (other ports); exit 0; within --timeout (default 30 s)\n",
+		VSOCK_PORT_MMDS_CONTROL, VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER, VSOCK_PORT_RELAY,
+		VSOCK_PORT_ENVD);
 }
 
 static int parse_u32(const char *what, const char *text, uint32_t min, uint32_t max, uint32_t *out)
@@ -223,38 +225,40 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The pool's warmup from the host: GET /health through the envd relay until
- * 204, every 50 ms, within the budget. */
-static int cmd_wait(const struct link *base, int budget_ms)
+/* The pool's warmup from the host: GET /health on a guest loopback port
+ * (envd's by default) every 50 ms until it answers 204 (envd) or 200 (any
+ * other port, e.g. the code interpreter's 49999), within the budget. */
+static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 {
 	int64_t deadline = mono_ms() + budget_ms;
 	char why[512] = "no attempt made";
 	unsigned tries = 0;
+	int want = port == VSOCK_PORT_ENVD ? 204 : 200;
 
 	do {
 		struct link link = *base;
 		int64_t left = deadline - mono_ms();
 		link.timeout_ms = left < 2000 ? (int)(left > 1 ? left : 1) : 2000;
 		tries++;
-		_cleanup_close_ int fd = link_open(&link, VSOCK_PORT_ENVD, why, sizeof(why));
+		_cleanup_close_ int fd = link_open_loopback(&link, port, why, sizeof(why));
 		if (fd >= 0) {
 			struct http_response resp;
 			if (http_exchange(fd, "GET", "/health", NULL, 0, link.timeout_ms, &resp, why, sizeof(why)) == 0) {
 				int status = resp.status;
 				http_response_free(&resp);
-				if (status == 204) {
-					fprintf(stderr, "e2b-hostlink: %s port %u: envd /health 204 after %u tries\n",
-						link_name(base), VSOCK_PORT_ENVD, tries);
+				if (status == want) {
+					fprintf(stderr, "e2b-hostlink: %s port %u: /health %d after %u tries\n",
+						link_name(base), port, status, tries);
 					return 0;
 				}
-				snprintf(why, sizeof(why), "GET /health answered %d, not 204", status);
+				snprintf(why, sizeof(why), "GET /health answered %d, not %d", status, want);
 			}
 		}
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
 	} while (mono_ms() < deadline);
-	fprintf(stderr, "e2b-hostlink: %s port %u: envd not ready: timeout after %d ms and %u tries; last: %s\n",
-		link_name(base), VSOCK_PORT_ENVD, budget_ms, tries, why);
+	fprintf(stderr, "e2b-hostlink: %s port %u: not ready: timeout after %d ms and %u tries; last: %s\n",
+		link_name(base), port, budget_ms, tries, why);
 	return 1;
 }
 
@@ -317,8 +321,12 @@ int main(int argc, char **argv)
 	const char *cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
-	if (strcmp(cmd, "wait") == 0 && argc == 1)
-		return cmd_wait(&link, link.timeout_ms > 0 ? link.timeout_ms : 30000);
+	if (strcmp(cmd, "wait") == 0 && argc <= 2) {
+		uint32_t port = VSOCK_PORT_ENVD;
+		if (argc == 2 && parse_u32("wait: guest port", argv[1], 1, 65535, &port) < 0)
+			return 2;
+		return cmd_wait(&link, link.timeout_ms > 0 ? link.timeout_ms : 30000, (uint16_t)port);
+	}
 	if (link.timeout_ms < 0)
 		link.timeout_ms = 5000;
 	if (strcmp(cmd, "mmds") == 0)

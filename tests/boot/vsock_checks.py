@@ -23,7 +23,7 @@ def units_enabled_active(res):
 
 def envd_wait(res):
     rep = _rep(res)
-    return rep.get("vsock_wait_rc") == "0" and "envd /health 204" in rep.get("vsock_wait_out", ""), \
+    return rep.get("vsock_wait_rc") == "0" and "port 49983: /health 204" in rep.get("vsock_wait_out", ""), \
         f"e2b-hostlink --cid 1 wait: rc={rep.get('vsock_wait_rc')} {rep.get('vsock_wait_out', '')[:300]!r}"
 
 

@@ -101,7 +101,7 @@ def test_wait_returns_on_204(tools, tmp_path, envd):
     with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{envd}"}) as uds:
         cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "10", "wait")
     assert cp.returncode == 0, cp.stderr
-    assert f"{uds} port {ENVD}: envd /health 204" in cp.stderr
+    assert f"{uds} port {ENVD}: /health 204" in cp.stderr
 
 
 def test_wait_times_out_naming_socket_port_and_last_error(tools, tmp_path):
@@ -110,9 +110,20 @@ def test_wait_times_out_naming_socket_port_and_last_error(tools, tmp_path):
         cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "1", "wait")
         took = time.monotonic() - t0
     assert cp.returncode == 1
-    assert f"{uds} port {ENVD}: envd not ready: timeout after 1000 ms" in cp.stderr, cp.stderr
+    assert f"{uds} port {ENVD}: not ready: timeout after 1000 ms" in cp.stderr, cp.stderr
     assert "handshake refused" in cp.stderr
     assert took < 10  # bounded (generous: a loaded machine and ASan)
+
+
+def test_wait_other_port_wants_200(tools, tmp_path):
+    """wait 49999: the code interpreter's /health answers 200."""
+    srv = LoopbackServer("http")
+    try:
+        with fake_vmm(tmp_path / "v.sock", {CI: f"127.0.0.1:{srv.port}"}) as uds:
+            cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "10", "wait", str(CI))
+    finally:
+        srv.close()
+    assert cp.returncode == 0 and f"port {CI}: /health 200" in cp.stderr, cp.stderr
 
 
 def test_wait_not_204(tools, tmp_path):
