@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cleanup.h"
+#include "io.h"
 
 /* Content-Length's value, strict decimal; -EPROTO if malformed. */
 static long long parse_length(const char *p, const char *end)
@@ -71,29 +72,6 @@ long http_parse_head(const char *buf, size_t len, int *status, long long *conten
 	return (long)(end - buf) + 2;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Reads until the whole answer is there (by Content-Length or EOF). */
 static int read_response(int fd, int64_t deadline, struct http_response *resp, char *why, size_t why_len)
 {
@@ -109,7 +87,7 @@ static int read_response(int fd, int64_t deadline, struct http_response *resp, c
 		if (head > 0 && clen >= 0 && len >= (size_t)head + (size_t)clen)
 			break;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - io_now_ms();
 		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
 			snprintf(why, why_len, "no complete answer in time (%zu bytes so far)", len);
 			return -ETIMEDOUT;
@@ -161,7 +139,7 @@ int http_exchange(int fd, const char *method, const char *path, const char *body
 		  int timeout_ms, struct http_response *resp, char *why, size_t why_len)
 {
 	char head[512];
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = io_now_ms() + timeout_ms;
 	int n, r;
 
 	*resp = (struct http_response){ 0 };
@@ -174,9 +152,9 @@ int http_exchange(int fd, const char *method, const char *path, const char *body
 		     "Connection: close\r\n%s\r\n", method, path, length);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -ENAMETOOLONG;
-	r = send_all(fd, head, (size_t)n);
+	r = io_send_all(fd, head, (size_t)n);
 	if (r == 0 && body)
-		r = send_all(fd, body, body_len);
+		r = io_send_all(fd, body, body_len);
 	if (r < 0) {
 		snprintf(why, why_len, "sending %s %s: %s", method, path, strerror(-r));
 		return r;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "handshake.h"
 #include "vsock_ports.h"
 
@@ -37,20 +38,12 @@ const char *link_name(const struct link *link)
 	return name;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - io_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		int r = poll(&p, 1, (int)left);
@@ -117,21 +110,6 @@ static int read_line(int fd, char *line, size_t max, int64_t deadline)
 	return -EPROTO;
 }
 
-static int send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* "CONNECT <port>\n" and its one-line answer. */
 static int exchange(int fd, uint32_t port, int want_number, int64_t deadline, char *why, size_t why_len)
 {
@@ -141,7 +119,7 @@ static int exchange(int fd, uint32_t port, int want_number, int64_t deadline, ch
 
 	if (n < 0)
 		return n;
-	r = send_all(fd, line, (size_t)n);
+	r = io_send_all(fd, line, (size_t)n);
 	if (r < 0)
 		return r;
 	n = read_line(fd, line, sizeof(line), deadline);
@@ -152,7 +130,7 @@ static int exchange(int fd, uint32_t port, int want_number, int64_t deadline, ch
 
 int link_open(const struct link *link, uint32_t vport, char *why, size_t why_len)
 {
-	int64_t deadline = now_ms() + link->timeout_ms;
+	int64_t deadline = io_now_ms() + link->timeout_ms;
 	_cleanup_close_ int fd = connect_transport(link, vport, deadline);
 	int r;
 
@@ -186,7 +164,7 @@ int link_open(const struct link *link, uint32_t vport, char *why, size_t why_len
 
 int link_open_loopback(const struct link *link, uint16_t port, char *why, size_t why_len)
 {
-	int64_t deadline = now_ms() + link->timeout_ms;
+	int64_t deadline = io_now_ms() + link->timeout_ms;
 	_cleanup_close_ int fd = -1;
 	int r;
 

@@ -12,6 +12,7 @@
 #include "cleanup.h"
 #include "forward.h"
 #include "http.h"
+#include "io.h"
 #include "link.h"
 #include "log.h"
 #include "vsock_ports.h"
@@ -217,27 +218,19 @@ static int cmd_forward(const struct link *link, int argc, char **argv)
 	return 0;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The pool's warmup from the host: GET /health on a guest loopback port
  * (envd's by default) every 50 ms until it answers 204 (envd) or 200 (any
  * other port, e.g. the code interpreter's 49999), within the budget. */
 static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 {
-	int64_t deadline = mono_ms() + budget_ms;
+	int64_t deadline = io_now_ms() + budget_ms;
 	char why[512] = "no attempt made";
 	unsigned tries = 0;
 	int want = port == VSOCK_PORT_ENVD ? 204 : 200;
 
 	do {
 		struct link link = *base;
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - io_now_ms();
 		link.timeout_ms = left < 2000 ? (int)(left > 1 ? left : 1) : 2000;
 		tries++;
 		_cleanup_close_ int fd = link_open_loopback(&link, port, why, sizeof(why));
@@ -256,7 +249,7 @@ static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 		}
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
-	} while (mono_ms() < deadline);
+	} while (io_now_ms() < deadline);
 	fprintf(stderr, "e2b-hostlink: %s port %u: not ready: timeout after %d ms and %u tries; last: %s\n",
 		link_name(base), port, budget_ms, tries, why);
 	return 1;
