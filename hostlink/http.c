@@ -29,7 +29,7 @@ static long long parse_length(const char *p, const char *end)
 		v = v * 10 + (*p - '0');
 		digits = true;
 	}
-	return digits ? v : -EPROTO;
+	return digits && v <= (long long)HTTP_MAX_RESPONSE ? v : -EPROTO;
 }
 
 long http_parse_head(const char *buf, size_t len, int *status, long long *content_length)
