@@ -37,9 +37,9 @@ units="vsock-relay.socket vsock-proxy@49983.socket"
 report_b64 vsock_units_b64 "$(vsock_unit_states $units)"
 
 # 1. The host-side warmup: envd /health through the 49983 relay (proxyd).
-out=$("$HL" --cid 1 --timeout 60 wait 2>&1)
+wait_out=$("$HL" --cid 1 --timeout 60 wait 2>&1)
 report vsock_wait_rc "$?"
-report_b64 vsock_wait_out_b64 "$out"
+report_b64 vsock_wait_out_b64 "$wait_out"
 
 # 2. forward over real AF_VSOCK to the fixed relay.
 vsock_forward 49983 18983
