@@ -22,7 +22,7 @@ import sys
 import threading
 
 SPLICE = 1 << 20
-LINE_MAX = 64  # Firecracker's own limit on the CONNECT line is of this order
+LINE_MAX = 64  # a CONNECT line is at most 19 bytes; anything longer is refused
 
 
 def parse_map(items):
