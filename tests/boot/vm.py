@@ -9,7 +9,8 @@ One boot per call:
   guard never needs module autoloading from a root that has no modules), and
   the test payload (units + probe) that /init copies into the new root's /run;
 - disk: a qcow2 overlay over the rootfs, so the built image is never written;
-- MMDS document: QEMU fw_cfg opt/e2b/mmds, copied into place by a test unit;
+- MMDS document: QEMU fw_cfg opt/e2b/mmds, put in place by the image's own
+  units/mmds-fwcfg.service;
 - network: a tap in a network namespace created for this boot; the guest's
   eth0 gets its address from `ip=` on the kernel command line (the pool path);
 - report: the probe's "E2B-PROBE key=value" lines on the second serial port.
@@ -42,9 +43,6 @@ ROOT = HERE.parent.parent
 GUEST = HERE / "guest"
 CACHE = pathlib.Path(os.environ.get("E2B_BOOT_CACHE", ROOT / "out" / "cache" / "boot"))
 
-# Where mmds-serve reads its document (units/mmds.service); the test unit puts
-# the fw_cfg document there.
-MMDS_DOC_PATH = os.environ.get("E2B_BOOT_MMDS_DOC", "/run/mmds/document.json")
 
 HOST_ADDR = "192.168.77.1"
 GUEST_ADDR = "192.168.77.2"
@@ -172,15 +170,12 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     """What /init copies into the new root's /run: test units and tools."""
     units = dest / "systemd" / "system"
     units.mkdir(parents=True)
-    for u in ("e2b-test-mmds.service", "e2b-test-httpd.service", "e2b-test-probe.service",
-              "e2b-test-readiness.service"):
+    # The document comes through fw_cfg and the image's own mmds-fwcfg.service.
+    for u in ("e2b-test-httpd.service", "e2b-test-probe.service", "e2b-test-readiness.service"):
         shutil.copy(GUEST / u, units / u)
     for target, unit in (("multi-user.target", "e2b-test-probe.service"),
                          ("multi-user.target", "e2b-test-httpd.service"),
-                         ("multi-user.target", "e2b-test-mmds.service"),
-                         ("envd.service", "e2b-test-readiness.service"),
-                         ("mmds.service", "e2b-test-mmds.service"),
-                         ("envd.service", "e2b-test-mmds.service")):
+                         ("envd.service", "e2b-test-readiness.service")):
         wants = units / f"{target}.wants"
         wants.mkdir(exist_ok=True)
         (wants / unit).symlink_to(f"../{unit}")
@@ -195,7 +190,7 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     shutil.copy(HOSTLINK, t / "e2b-hostlink")
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
-        f"E2B_TEST_FLAVOR={flavor}\nE2B_TEST_MMDS_DOC={MMDS_DOC_PATH}\n"
+        f"E2B_TEST_FLAVOR={flavor}\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_CI_TRIES={ci_tries}\n"
         f"E2B_TEST_CI_SECONDS={CI_SECONDS}\n")
 
