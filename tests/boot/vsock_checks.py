@@ -16,7 +16,7 @@ def modules(res):
 
 def units_enabled_active(res):
     states = dict(kv.split("=", 1) for kv in _rep(res).get("vsock_units", "").split() if "=" in kv)
-    want = ["vsock-relay.socket", "vsock-proxy@49983.socket"] + (
+    want = ["vsock-relay.socket", "vsock-proxy@49983.socket", "mmds-vsock.socket"] + (
         ["vsock-proxy@49999.socket"] if res["flavor"] == "e2b-ci" else [])
     return bool(states) and all(states.get(u) == "enabled/active" for u in want), f"{states}"
 
@@ -66,6 +66,45 @@ def ci_relay(res):
             f"/execute 1+1 -> {rep.get('vsock_ci_execute', '')[:200]!r}")
 
 
+def _doc(text):
+    import json
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def mmds_default_refused(res):
+    rep = _rep(res)
+    out, journal = rep.get("vsock_mmds_default_out", ""), rep.get("vsock_mmds_default_journal", "")
+    return (rep.get("vsock_mmds_default_rc") == "1" and "cid 1 port 10052" in out
+            and "peer CID 1 refused" in journal,
+            f"default policy, from CID 1: rc={rep.get('vsock_mmds_default_rc')} {out[:200]!r}; journal {journal[:200]!r}")
+
+
+def mmds_set_over_vsock(res):
+    rep = _rep(res)
+    got = _doc(rep.get("vsock_mmds_get", ""))
+    return (rep.get("vsock_mmds_put_rc") == "0" and got is not None and got.get("instanceID") == "isb-vsock-set",
+            f"test drop-in admits CID 1: put rc={rep.get('vsock_mmds_put_rc')} "
+            f"{rep.get('vsock_mmds_put_out', '')[:200]!r}; get -> {rep.get('vsock_mmds_get', '')[:200]!r}")
+
+
+def init_uses_vsock_document(res):
+    rep = _rep(res)
+    wrong, right = rep.get("vsock_init_wrong_code"), rep.get("vsock_init_right_code")
+    return wrong == "401" and right == "204", \
+        f"envd /init with a wrong token -> {wrong}, with the token hashing to the vsock-set accessTokenHash -> {right}"
+
+
+def mmds_survives_restart(res):
+    rep = _rep(res)
+    got = _doc(rep.get("vsock_mmds_after_restart", ""))
+    return (got is not None and got.get("instanceID") == "isb-vsock-set",
+            f"after systemctl restart mmds.service ({rep.get('vsock_mmds_restarted')}): "
+            f"GET / -> {rep.get('vsock_mmds_after_restart', '')[:200]!r}")
+
+
 COMMON = {
     "vsock_modules": modules,
     "vsock_units": units_enabled_active,
@@ -75,5 +114,9 @@ COMMON = {
     "vsock_refuses_8888": refuses_8888,
     "vsock_refuses_malformed": refuses_malformed,
     "vsock_relay_rss": relay_rss,
+    "vsock_mmds_default_refused": mmds_default_refused,
+    "vsock_mmds_set_over_vsock": mmds_set_over_vsock,
+    "vsock_init_uses_vsock_document": init_uses_vsock_document,
+    "vsock_mmds_survives_restart": mmds_survives_restart,
 }
 CI = {"vsock_ci_relay": ci_relay}

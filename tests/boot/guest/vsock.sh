@@ -32,11 +32,11 @@ vsock_rss() { # UNIT: VmRSS (kB) of its main process, if running
 }
 
 report_b64 vsock_modules_b64 "$(grep -E '^(vsock|vsock_loopback|vmw_vsock_virtio_transport_common) ' /proc/modules | awk '{print $1}' | tr '\n' ' ')"
-units="vsock-relay.socket vsock-proxy@49983.socket"
+units="vsock-relay.socket vsock-proxy@49983.socket mmds-vsock.socket"
 [ "$E2B_TEST_FLAVOR" = e2b-ci ] && units="$units vsock-proxy@49999.socket"
 report_b64 vsock_units_b64 "$(vsock_unit_states $units)"
 
-# 1. The host-side warmup: envd /health through the 49983 relay (proxyd).
+# 1. The host-side warmup: envd /health through the 49983 relay.
 wait_out=$("$HL" --cid 1 --timeout 60 wait 2>&1)
 report vsock_wait_rc "$?"
 report_b64 vsock_wait_out_b64 "$wait_out"
@@ -62,7 +62,37 @@ if [ "$E2B_TEST_FLAVOR" = e2b-ci ]; then
 	report_b64 vsock_ci_execute_b64 "$(curl -s --max-time 120 -X POST -H 'Content-Type: application/json' -d '{"code":"1+1"}' http://127.0.0.1:19999/execute | head -c 2000)"
 fi
 
-# 5. Memory of every relay process while it runs (proxyd runs since step 2).
+# 5. The clone's document over the vsock control (mmds-serve, port 10052):
+#    refused from CID 1 by default; a test drop-in admits CID 1; the document
+#    set that way drives envd's /init token check; it survives a restart.
+mmds_token=vsock-boot-$(cat /proc/sys/kernel/random/uuid)
+mmds_hash=$(printf %s "$mmds_token" | sha512sum | cut -d' ' -f1)
+mmds_doc="{\"instanceID\":\"isb-vsock-set\",\"envID\":\"tmpl-vsock\",\"address\":\"\",\"accessTokenHash\":\"$mmds_hash\"}"
+mmds_out=$("$HL" --cid 1 --timeout 10 mmds get 2>&1)
+report vsock_mmds_default_rc "$?"
+report_b64 vsock_mmds_default_out_b64 "$mmds_out"
+report_b64 vsock_mmds_default_journal_b64 "$(journalctl -b -u mmds.service --no-pager -o cat 2>&1 | grep 'peer CID' | tail -2)"
+mkdir -p /run/systemd/system/mmds.service.d
+printf '[Service]\nEnvironment=MMDS_CONTROL_VSOCK_ALLOW_CID=1,2\n' > /run/systemd/system/mmds.service.d/50-e2b-test-allow-cid1.conf
+systemctl daemon-reload && systemctl restart mmds.service
+mmds_out=$(printf '%s' "$mmds_doc" | "$HL" --cid 1 --timeout 20 mmds put - 2>&1)
+report vsock_mmds_put_rc "$?"
+report_b64 vsock_mmds_put_out_b64 "$mmds_out"
+report_b64 vsock_mmds_get_b64 "$("$HL" --cid 1 --timeout 20 mmds get 2>&1)"
+mmds_init() { curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST -H 'Content-Type: application/json' \
+	-d "{\"accessToken\":\"$1\"}" http://127.0.0.1:49983/init; }
+report vsock_init_wrong_code "$(mmds_init not-the-token)"
+report vsock_init_right_code "$(mmds_init "$mmds_token")"
+mmds_guest_get() {
+	local t
+	t=$(curl -s --max-time 5 -X PUT -H 'X-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)
+	curl -s --max-time 5 -H "X-metadata-token: $t" -H 'Accept: application/json' http://169.254.169.254/
+}
+systemctl restart mmds.service
+report vsock_mmds_restarted "$(systemctl show -P NRestarts,ActiveState mmds.service | tr '\n' ' ')"
+report_b64 vsock_mmds_after_restart_b64 "$(mmds_guest_get)"
+
+# 6. Memory of every relay process while it runs (each has served since steps 1-3).
 rss="vsock-relay.service=$(vsock_rss vsock-relay.service) vsock-proxy@49983.service=$(vsock_rss vsock-proxy@49983.service)"
 [ "$E2B_TEST_FLAVOR" = e2b-ci ] && rss="$rss vsock-proxy@49999.service=$(vsock_rss vsock-proxy@49999.service)"
 report_b64 vsock_rss_b64 "$rss"
