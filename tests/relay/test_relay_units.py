@@ -13,8 +13,8 @@ from relay_helpers import ROOT, vsock_ports
 
 UNITS = ROOT / "units"
 PORTS = vsock_ports()
-PRESET = ROOT / "os-image/mkosi.extra/usr/lib/systemd/system-preset/10-e2b.preset"
-CI_PRESET = ROOT / "os-image/e2b-ci/mkosi.extra/usr/lib/systemd/system-preset/20-e2b-ci.preset"
+PRESETS = ROOT / "os-image/mkosi.extra/usr/lib/systemd/system-preset"
+CI_PRESETS = ROOT / "os-image/e2b-ci/mkosi.extra/usr/lib/systemd/system-preset"
 
 
 def keys(path, key):
@@ -24,11 +24,29 @@ def keys(path, key):
 def test_ports_agree_with_the_header():
     assert keys(UNITS / "vsock-relay.socket", "ListenStream") == [f"vsock::{PORTS['VSOCK_PORT_RELAY']}"]
     assert keys(UNITS / "vsock-proxy@.socket", "ListenStream") == ["vsock::%i"]
-    assert re.search(rf"^enable vsock-proxy@\.socket {PORTS['VSOCK_PORT_ENVD']}$", PRESET.read_text(), re.M)
-    assert re.search(rf"^enable vsock-proxy@\.socket {PORTS['VSOCK_PORT_CODE_INTERPRETER']}$",
-                     CI_PRESET.read_text(), re.M)
-    assert "49999" not in PRESET.read_text(), "the code interpreter's relay is e2b-ci's only"
-    assert re.search(r"^enable vsock-relay\.socket$", PRESET.read_text(), re.M)
+
+
+def enabled_by_presets(tmp_path, preset_dirs):
+    """`systemctl preset-all` (what mkosi runs) on a root with our units and presets."""
+    root = tmp_path / "root"
+    (root / "usr/lib/systemd/system").mkdir(parents=True)
+    (root / "usr/lib/systemd/system-preset").mkdir(parents=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    for u in ("vsock-proxy@.socket", "vsock-proxy@.service", "vsock-relay.socket", "vsock-relay.service"):
+        shutil.copy(UNITS / u, root / "usr/lib/systemd/system" / u)
+    for d in preset_dirs:
+        for p in d.glob("*.preset"):
+            shutil.copy(p, root / "usr/lib/systemd/system-preset" / p.name)
+    subprocess.run(["systemctl", f"--root={root}", "preset-all"], capture_output=True, text=True, check=True)
+    wants = root / "etc/systemd/system/sockets.target.wants"
+    return sorted(p.name for p in wants.iterdir()) if wants.exists() else []
+
+
+def test_presets_enable_the_relays_per_flavor(tmp_path):
+    envd, ci = PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INTERPRETER"]
+    assert enabled_by_presets(tmp_path / "rt", [PRESETS]) == [f"vsock-proxy@{envd}.socket", "vsock-relay.socket"]
+    assert enabled_by_presets(tmp_path / "ci", [PRESETS, CI_PRESETS]) == [
+        f"vsock-proxy@{envd}.socket", f"vsock-proxy@{ci}.socket", "vsock-relay.socket"]
 
 
 def test_shipped_by_every_flavor():
