@@ -42,14 +42,15 @@ def dynamic_relay(res):
 def refuses_8888(res):
     rep = _rep(res)
     raw, fwd = rep.get("vsock_refuse_8888", ""), rep.get("vsock_forward_8888", "")
-    return (raw.startswith("ERR port 8888 is refused: Jupyter") and raw.count("\n") == 1
+    # One line: the shell's $(…) has already dropped its newline.
+    return (raw.startswith("ERR port 8888 is refused: Jupyter") and "\n" not in raw
             and "refused by the relay" in fwd and "curl=0" not in fwd,
             f"raw: {raw!r}; forward: {fwd[-300:]!r}")
 
 
 def refuses_malformed(res):
     raw = _rep(res).get("vsock_refuse_malformed", "")
-    return raw.startswith("ERR bad request line: ") and raw.count("\n") == 1, f"{raw!r}"
+    return raw.startswith("ERR bad request line: ") and "\n" not in raw, f"{raw!r}"
 
 
 def relay_rss(res):
