@@ -42,6 +42,8 @@ include mk/c.mk
 include pin/pin.mk
 include guard/guard.mk
 include mmds/mmds.mk
+include relay/relay.mk
+include hostlink/hostlink.mk
 include os-image/image.mk
 include ci/ci.mk
 

@@ -3,7 +3,7 @@
 #   make boot-test flavor=e2b-rt|e2b-ci     boot out/<flavor>/rootfs.ext4 in QEMU, check it
 #   make publish registry=R tag=T [flavor=] [cert_dir=D]
 #                                           skopeo copy out/<flavor>/oci -> R/<flavor>:T
-#   make templates registry=R [tag=T] [flavors="e2b-rt e2b-ci"]
+#   make templates registry=R [tag=T] [flavors="e2b-rt e2b-ci"] [host_warmup=uds|cid]
 #                                           out/templates/<flavor>.json, pinned by digest
 
 registry ?=
@@ -28,4 +28,4 @@ publish:
 templates:
 	@test -n "$(registry)" || { echo "templates: set registry=" >&2; exit 2; }
 	$(python) ci/templates.py --registry '$(registry)' $(if $(tag),--tag '$(tag)') \
-	  --out-dir '$(out)' $(flavors)
+	  $(if $(host_warmup),--host-warmup '$(host_warmup)') --out-dir '$(out)' $(flavors)

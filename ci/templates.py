@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the pool templates: one JSON per flavor, the image pinned by digest.
 
-    templates.py --registry REG [--tag TAG] [--out-dir OUT] [--dest DIR] FLAVOR...
+    templates.py --registry REG [--tag TAG] [--out-dir OUT] [--dest DIR]
+                 [--host-warmup uds|cid] FLAVOR...
 
 The digest is the one pushed by `make publish` (OUT/<flavor>/published.json)
 when that push went to REG, else the built one (OUT/<flavor>/oci); either way
@@ -32,6 +33,23 @@ CI_WARMUP = ("ok=0; for i in $(seq 1 200); do curl -sf -o /dev/null http://127.0
              f"for i in $(seq 1 {CI_TRIES}); do curl -sf -o /dev/null http://127.0.0.1:49999/health && exit 0; "
              "sleep 0.1; done; exit 1")
 
+# The same readiness from the pool's host over vsock (e2b-hostlink, built by
+# `make tools`, see hostlink/README.md), for pools that would rather not run
+# curl in the clone. The pool substitutes the clone's vsock address:
+# {vsock_uds} (Firecracker/cloud-hypervisor: the VMM's hybrid-vsock socket)
+# or {vsock_cid} (QEMU vhost-vsock: the guest CID). Budgets as above.
+HOST_TRANSPORT = {"uds": ["--uds", "{vsock_uds}"], "cid": ["--cid", "{vsock_cid}"]}
+
+
+def host_warmup(flavor: str, transport: str) -> list:
+    hl = ["e2b-hostlink", *HOST_TRANSPORT[transport]]
+    envd = [*hl, "--timeout", "10", "wait"]
+    if flavor == "e2b-rt":
+        return envd
+    ci = [*hl, "--timeout", str(CI_TRIES // 10), "wait", "49999"]
+    return ["sh", "-c", " ".join(envd) + " && " + " ".join(ci)]
+
+
 FLAVORS = {
     "e2b-rt": {"size": "small", "warm": 4, "warmup": ["sh", "-c", ENVD_WARMUP]},
     "e2b-ci": {"size": "medium", "warm": 2, "warmup": ["sh", "-c", CI_WARMUP]},
@@ -42,7 +60,8 @@ def reference(registry: str, flavor: str, digest: str) -> str:
     return f"{registry.rstrip('/')}/{flavor}@{digest}"
 
 
-def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.Path) -> dict:
+def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.Path,
+                 host: str | None = None) -> dict:
     fdir = out_dir / flavor
     digest = built_digest(fdir)
     pub = fdir / "published.json"
@@ -52,8 +71,11 @@ def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.P
             if p.get("digest") != digest:
                 raise DigestError(f"{pub}: pushed digest {p.get('digest')} != built {digest}")
     spec = FLAVORS[flavor]
-    return {"template": reference(registry, flavor, digest), "net": "none",
-            "size": spec["size"], "warm": spec["warm"], "warmup": list(spec["warmup"])}
+    t = {"template": reference(registry, flavor, digest), "net": "none",
+         "size": spec["size"], "warm": spec["warm"], "warmup": list(spec["warmup"])}
+    if host:
+        t["hostWarmup"] = host_warmup(flavor, host)
+    return t
 
 
 def main() -> int:
@@ -62,6 +84,8 @@ def main() -> int:
     ap.add_argument("--tag")
     ap.add_argument("--out-dir", type=pathlib.Path, default=pathlib.Path("out"))
     ap.add_argument("--dest", type=pathlib.Path, help="default: OUT/templates")
+    ap.add_argument("--host-warmup", choices=sorted(HOST_TRANSPORT),
+                    help="also write hostWarmup: e2b-hostlink over the clone's vsock")
     ap.add_argument("flavors", nargs="+")
     a = ap.parse_args()
     if not a.registry.strip() or "@" in a.registry or a.registry.startswith(("oci:", "dir:")):
@@ -74,7 +98,7 @@ def main() -> int:
             print(f"templates: {flavor}: unknown flavor (known: {', '.join(FLAVORS)})", file=sys.stderr)
             return 2
         try:
-            t = template_for(flavor, a.registry.removeprefix("docker://"), a.tag, a.out_dir)
+            t = template_for(flavor, a.registry.removeprefix("docker://"), a.tag, a.out_dir, a.host_warmup)
         except DigestError as e:
             print(f"templates: {flavor}: {e}", file=sys.stderr)
             return 1

@@ -26,7 +26,7 @@ pkgs_build="build-essential pkg-config clang libclang-rt-dev
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
   openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
-  docker-registry python3-pip python3-venv nix-bin xz-utils zip"
+  docker-registry python3-pip python3-venv nix-bin xz-utils zip socat"
 # Images: mkosi's host tools, OCI tools, the boot test.
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
   skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot

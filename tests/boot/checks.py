@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import vsock_checks
+
 WARMUP_TRIES = 200  # the pool warmup: 200 x 50 ms (ci/templates.py uses the same)
 
 
@@ -123,7 +125,8 @@ COMMON = {
     "host_cannot_reach_jupyter": _closed(":8888"),
     "host_cannot_reach_mmds": _closed("169.254.169.254:80"),
 }
-CI = {"ci_services": ci_services, "ci_exec": ci_exec}
+COMMON.update(vsock_checks.COMMON)
+CI = {"ci_services": ci_services, "ci_exec": ci_exec, **vsock_checks.CI}
 
 
 def checks_for(flavor: str) -> dict:

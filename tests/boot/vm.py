@@ -48,6 +48,7 @@ HOST_ADDR = "192.168.77.1"
 GUEST_ADDR = "192.168.77.2"
 PREFIX = 24
 METADATA_ADDR = "169.254.169.254"
+HOSTLINK = pathlib.Path(os.environ.get("BUILD", ROOT / "build")) / "e2b-hostlink"  # `make tools`
 OPEN_PORT = 18080            # the probe's unguarded listener (e2b-test-httpd.service)
 GUARDED = [49983, 49999, 8888]
 CI_SECONDS = 300  # wall-clock cap on the probe's e2b-ci wait (TCG)
@@ -58,6 +59,10 @@ SIZES = {"e2b-rt": (1, 512), "e2b-ci": (2, 1024)}
 MODULES = [
     "virtio_pci", "virtio_blk", "virtio_net", "ext4", "qemu_fw_cfg",
     "nf_tables", "nfnetlink",
+] + [
+    # vsock with the loopback transport: the relays are exercised from inside
+    # the guest at CID 1 (the host has no host-to-guest vsock transport).
+    "vsock", "vsock_loopback",
 ]
 # Every nft expression module too: the guard's rules must load without
 # autoloading (the image ships no kernel modules).
@@ -180,6 +185,9 @@ def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> 
     shutil.copy(GUEST / "probe.sh", t / "probe.sh")
     shutil.copy(GUEST / "readiness.sh", t / "readiness.sh")
     shutil.copy(GUEST / "jupyter_exec.py", t / "jupyter_exec.py")
+    # The vsock probe and the host tool it drives over AF_VSOCK (libc only).
+    shutil.copy(GUEST / "vsock.sh", t / "vsock.sh")
+    shutil.copy(HOSTLINK, t / "e2b-hostlink")
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={flavor}\n"

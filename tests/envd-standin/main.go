@@ -12,10 +12,17 @@
 //     /latest/api/token with "X-metadata-token-ttl-seconds: 60", then GET /
 //     with the token and "Accept: application/json", every 50 ms until a body
 //     parses as JSON, then writes /run/e2b/.E2B_SANDBOX_ID and
-//     /run/e2b/.E2B_TEMPLATE_ID (like internal/host/mmds.go).
+//     /run/e2b/.E2B_TEMPLATE_ID (like internal/host/mmds.go);
+//   - POST /init {"accessToken": …} applies envd's token rule (the contract,
+//     internal/api/init.go): the current token passes; otherwise, if MMDS has
+//     a non-empty accessTokenHash, the token's lowercase hex SHA-512 must
+//     equal it (401 if not); with no hash the first /init sets any token.
+//     Answers 204 or 401, nothing else of envd's /init.
 package main
 
 import (
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -124,6 +132,52 @@ func main() {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	var mu sync.Mutex
+	current := ""
+	base := strings.TrimRight(*mmds, "/")
+	mux.HandleFunc("/init", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var body struct {
+			AccessToken *string `json:"accessToken"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		token := ""
+		if body.AccessToken != nil {
+			token = *body.AccessToken
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if current != "" && token == current {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		hash := ""
+		if !*isNotFC {
+			// envd's /init MMDS client: keep-alive off, 10 s time-out.
+			client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			if opts, err := mmdsOnce(client, base); err == nil {
+				hash = opts.AccessTokenHash
+			}
+		}
+		sum := sha512.Sum512([]byte(token))
+		switch {
+		case hash != "" && hex.EncodeToString(sum[:]) != hash:
+			log.Printf("envd-standin: /init: token does not match accessTokenHash")
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		case hash == "" && current != "":
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		current = token
 		w.WriteHeader(http.StatusNoContent)
 	})
 	addr := fmt.Sprintf("0.0.0.0:%d", *port)

@@ -100,6 +100,8 @@ report net_config "$how"
 report_b64 net_addr_b64 "$(ip -4 -o addr show dev "$E2B_TEST_IFACE" 2>&1)"
 report httpd_local_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18080/index.html)"
 report_b64 listeners_b64 "$(ss -Hltn 2>/dev/null | awk '{print $4}' | sort | tr '\n' ' ')"
+# 7. The vsock relays (tests/boot/guest/vsock.sh).
+. "$T/vsock.sh"
 failed=$(systemctl --no-legend --plain list-units --state=failed 2>&1 | awk '{print $1}' | tr '\n' ' ')
 # Readiness times from e2b-test-readiness.service (ms since kernel start).
 names="poller-start envd"

@@ -1,0 +1,199 @@
+#include "bridge.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Bytes read from fd[d] waiting to be written to fd[!d]. */
+struct direction {
+	size_t off, len;
+	bool eof;      /* fd[d] said EOF */
+	bool shut;     /* fd[!d] got shutdown(SHUT_WR) */
+	uint64_t total;
+	unsigned char *buf;
+};
+
+struct end {
+	struct io_handler handler;
+	struct bridge *bridge;
+	int side;
+	uint32_t interest;
+	bool registered;
+	bool hup; /* the peer is gone both ways: what is left is readable now */
+};
+
+struct bridge {
+	int epfd;
+	int fd[2];
+	struct end end[2];
+	struct direction dir[2];
+	bridge_done_fn done;
+	void *owner;
+};
+
+/* Rounds per wakeup: keeps one fast stream from starving the others. */
+#define PUMP_ROUNDS 8
+
+static void bridge_free(struct bridge *b, int error)
+{
+	for (int i = 0; i < 2; i++) {
+		if (b->end[i].registered)
+			epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->fd[i], NULL);
+		if (b->fd[i] >= 0)
+			close(b->fd[i]);
+		free(b->dir[i].buf);
+	}
+	if (b->done)
+		b->done(b->owner, error, b->dir[0].total, b->dir[1].total);
+	free(b);
+}
+
+/* Moves what it can from fd[d] to fd[!d] without blocking. */
+static int pump(struct bridge *b, int d)
+{
+	struct direction *h = &b->dir[d];
+	int src = b->fd[d], dst = b->fd[!d];
+
+	for (int round = 0; round < PUMP_ROUNDS; round++) {
+		if (h->len == 0 && !h->eof) {
+			ssize_t n = recv(src, h->buf, BRIDGE_BUFFER_SIZE, 0);
+			if (n > 0) {
+				h->off = 0;
+				h->len = (size_t)n;
+			} else if (n == 0) {
+				h->eof = true;
+			} else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+				return 0;
+			} else {
+				return -errno;
+			}
+		}
+		if (h->len > 0) {
+			ssize_t n = send(dst, h->buf + h->off, h->len, MSG_NOSIGNAL);
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+					return 0;
+				return -errno;
+			}
+			h->off += (size_t)n;
+			h->len -= (size_t)n;
+			h->total += (uint64_t)n;
+			continue;
+		}
+		if (h->eof) {
+			if (!h->shut && shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN)
+				return -errno;
+			h->shut = true;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* fd[i] is read while its buffer is empty and written while the other
+ * direction has bytes for it. A side with nothing left to do leaves epoll,
+ * and so does a hung-up side with nothing to do right now (its buffer waits
+ * for the other side): a level-triggered EPOLLHUP would wake us for nothing.
+ * It comes back as soon as it can be read or is owed bytes. */
+static int update_interest(struct bridge *b)
+{
+	for (int i = 0; i < 2; i++) {
+		struct end *e = &b->end[i];
+		const struct direction *in = &b->dir[i], *out = &b->dir[!i];
+		bool can_read = in->len == 0 && !in->eof;
+		bool finished = (in->eof && out->shut) || (e->hup && !can_read && out->len == 0);
+		uint32_t want = (can_read ? EPOLLIN : 0) | (out->len > 0 ? EPOLLOUT : 0);
+
+		if (finished) {
+			if (e->registered && epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->fd[i], NULL) < 0)
+				return -errno;
+			e->registered = false;
+			continue;
+		}
+		if (e->registered && want == e->interest)
+			continue;
+		struct epoll_event ev = { .events = want, .data.ptr = &e->handler };
+		if (epoll_ctl(b->epfd, e->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, b->fd[i], &ev) < 0)
+			return -errno;
+		e->registered = true;
+		e->interest = want;
+	}
+	return 0;
+}
+
+static int on_events(struct io_handler *handler, uint32_t events)
+{
+	struct end *e = container_of(handler, struct end, handler);
+	struct bridge *b = e->bridge;
+	int r = 0;
+
+	if (events & EPOLLERR) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(b->fd[e->side], SOL_SOCKET, SO_ERROR, &err, &len);
+		r = -(err ? err : EIO);
+	}
+	if (events & EPOLLHUP)
+		e->hup = true;
+	if (r == 0)
+		r = pump(b, 0);
+	if (r == 0)
+		r = pump(b, 1);
+	if (r == 0 && b->dir[0].shut && b->dir[1].shut) {
+		bridge_free(b, 0);
+		return 0;
+	}
+	/* Both peers gone and still not done: nothing will ever wake us. */
+	if (r == 0 && b->end[0].hup && b->end[1].hup)
+		r = -ECONNRESET;
+	if (r == 0)
+		r = update_interest(b);
+	if (r < 0)
+		bridge_free(b, r);
+	return 0;
+}
+
+int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
+		 bridge_done_fn done, void *owner, struct bridge **out)
+{
+	struct bridge *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b || pre_len > BRIDGE_BUFFER_SIZE) {
+		free(b);
+		close(a);
+		close(b_fd);
+		return b ? -EINVAL : -ENOMEM;
+	}
+	b->epfd = epfd;
+	b->fd[0] = a;
+	b->fd[1] = b_fd;
+	b->done = done;
+	b->owner = owner;
+	for (int i = 0; i < 2; i++) {
+		b->end[i] = (struct end){ .handler.on_events = on_events, .bridge = b, .side = i };
+		b->dir[i].buf = malloc(BRIDGE_BUFFER_SIZE);
+		if (!b->dir[i].buf) {
+			b->done = NULL;
+			bridge_free(b, -ENOMEM);
+			return -ENOMEM;
+		}
+	}
+	if (pre_len) {
+		memcpy(b->dir[0].buf, pre, pre_len);
+		b->dir[0].len = pre_len;
+	}
+	r = update_interest(b);
+	if (r < 0) {
+		b->done = NULL;
+		bridge_free(b, r);
+		return r;
+	}
+	if (out)
+		*out = b;
+	return 0;
+}

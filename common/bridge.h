@@ -1,0 +1,33 @@
+/* A bidirectional byte bridge between two non-blocking stream sockets, driven
+ * by a level-triggered epoll loop (common/ioloop.h).
+ *
+ * - Backpressure: one fixed buffer per direction; a side is read only while
+ *   its buffer is empty, so a slow reader stops the writer (no unbounded
+ *   buffering), and epoll interest follows the buffers (zero CPU when idle).
+ * - Half-close: EOF read on one side becomes shutdown(SHUT_WR) on the other
+ *   once everything before it was written; the bridge ends when both
+ *   directions have ended, or at the first error (then both fds are closed).
+ * - Used by vsock-relay (guest) and e2b-hostlink forward (host). */
+#ifndef E2B_BRIDGE_H
+#define E2B_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ioloop.h"
+
+struct bridge;
+
+/* What the owner learns when a bridge ends (after both fds are closed).
+ * `error` is 0 for an orderly end (both directions finished) or -errno. */
+typedef void (*bridge_done_fn)(void *owner, int error, uint64_t bytes_ab, uint64_t bytes_ba);
+
+/* Takes ownership of fds a and b (closed on failure too) and registers them
+ * with epfd. `pre`/`pre_len`: bytes already read from a that must reach b
+ * first (at most the buffer size). */
+int bridge_start(int epfd, int a, int b, const void *pre, size_t pre_len,
+		 bridge_done_fn done, void *owner, struct bridge **out);
+
+#define BRIDGE_BUFFER_SIZE (64u * 1024u)
+
+#endif

@@ -1,0 +1,202 @@
+/* vsock-relay: the guest's relays into loopback (see relay/README.md).
+ *
+ *   vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS]
+ *   vsock-relay --to-port PORT [--max-connections N]
+ *
+ * Socket-activated (LISTEN_FDS): systemd listens on vsock port 10000
+ * (units/vsock-relay.socket) and passes the socket; the code itself is
+ * transport-agnostic, so the tests pass it a TCP or unix listener. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "relay.h"
+
+#define SD_LISTEN_FDS_START 3
+#define MAX_LISTENERS 16
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS] [-v]\n"
+		"       vsock-relay --to-port PORT [--max-connections N] [-v]\n"
+		"  Socket-activated (LISTEN_FDS). Each connection's first line is \"CONNECT <port>\\n\";\n"
+		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"ERR <why>\\n\" and closes.\n"
+		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy\n"
+		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARD_DEFAULT_PORTS ")\n"
+		"  --max-connections N      concurrent connections, handshakes included (default 256)\n"
+		"  --handshake-timeout MS   time for the CONNECT line and the loopback connect (default 10000)\n");
+}
+
+static int parse_uint(const char *name, const char *text, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "vsock-relay: %s: '%s' is not a number in %u-%u\n", name, text, min, max);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* The sockets systemd passed, checked to be listening stream sockets. */
+static int listen_fds(int *fds, unsigned *n)
+{
+	const char *pid = getenv("LISTEN_PID"), *count = getenv("LISTEN_FDS");
+	unsigned c;
+
+	if (!pid || !count || strtol(pid, NULL, 10) != getpid())
+		return -ENOENT;
+	if (parse_uint("LISTEN_FDS", count, 1, MAX_LISTENERS, &c) < 0)
+		return -EINVAL;
+	for (unsigned i = 0; i < c; i++) {
+		int fd = SD_LISTEN_FDS_START + (int)i, type = 0, acc = 0;
+		socklen_t l = sizeof(int);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM ||
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)
+			return -ENOTSOCK;
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+		    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+			return -errno;
+		fds[i] = fd;
+	}
+	*n = c;
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return 0;
+}
+
+static int on_listener(struct io_handler *handler, uint32_t events)
+{
+	struct relay_listener *l = container_of(handler, struct relay_listener, handler);
+
+	return relay_accept(l->relay, l->fd);
+}
+
+static int run(struct relay *relay)
+{
+	struct epoll_event events[64];
+
+	for (;;) {
+		int timeout = relay_expire(relay, relay_now_ms());
+		int n = epoll_wait(relay->epfd, events, 64, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (int i = 0; i < n; i++) {
+			struct io_handler *h = events[i].data.ptr;
+			int r = h->on_events(h, events[i].events);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "guarded", required_argument, NULL, 'g' },
+		{ "max-connections", required_argument, NULL, 'm' },
+		{ "handshake-timeout", required_argument, NULL, 't' },
+		{ "to-port", required_argument, NULL, 'p' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct relay relay = { .max_connections = 256, .handshake_timeout_ms = 10000 };
+	struct relay_listener listeners[MAX_LISTENERS];
+	const char *guarded = NULL;
+	int fds[MAX_LISTENERS];
+	char why[256];
+	int c, r;
+
+	log_init("vsock-relay");
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'g':
+			guarded = optarg;
+			break;
+		case 'm':
+			if (parse_uint("--max-connections", optarg, 1, 65536, &relay.max_connections) < 0)
+				return 2;
+			break;
+		case 't':
+			if (parse_uint("--handshake-timeout", optarg, 1, 3600000, &relay.handshake_timeout_ms) < 0)
+				return 2;
+			break;
+		case 'p': {
+			unsigned port;
+			if (parse_uint("--to-port", optarg, 1, 65535, &port) < 0)
+				return 2;
+			relay.fixed_port = (uint16_t)port;
+			break;
+		}
+		case 'v':
+			log_set_max_priority(LOG_DEBUG);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "vsock-relay: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (relay.fixed_port && guarded) {
+		fprintf(stderr, "vsock-relay: --guarded applies to the CONNECT relay, not to --to-port\n");
+		return 2;
+	}
+	if (relay_policy_init(&relay.policy, guarded, why, sizeof(why)) < 0) {
+		log_error("%s", why);
+		return 2;
+	}
+	inet_pton(AF_INET, "127.0.0.1", &relay.target);
+	r = listen_fds(fds, &relay.n_listeners);
+	if (r < 0) {
+		log_error("no listening socket from systemd (LISTEN_FDS): %s; start it through "
+			  "vsock-relay.socket or systemd-socket-activate", r == -ENOENT ? "not set" : strerror(-r));
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	relay.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (relay.epfd < 0) {
+		log_error("epoll_create1: %s", strerror(errno));
+		return 1;
+	}
+	relay.listeners = listeners;
+	for (unsigned i = 0; i < relay.n_listeners; i++) {
+		listeners[i] = (struct relay_listener){ .handler.on_events = on_listener, .relay = &relay,
+							.fd = fds[i] };
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &listeners[i].handler };
+		if (epoll_ctl(relay.epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
+			log_error("epoll: listener %d: %s", fds[i], strerror(errno));
+			return 1;
+		}
+	}
+	relay.listening = 1;
+	r = run(&relay);
+	log_error("event loop: %s", strerror(-r));
+	return 1;
+}

@@ -1,0 +1,45 @@
+/* vsock-relay: the dynamic relay's listener and sessions (see relay/README.md). */
+#ifndef RELAY_RELAY_H
+#define RELAY_RELAY_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "ioloop.h"
+#include "policy.h"
+
+struct session;
+struct relay;
+
+struct relay_listener {
+	struct io_handler handler;
+	struct relay *relay;
+	int fd;
+};
+
+struct relay {
+	int epfd;
+	struct relay_policy policy;
+	struct in_addr target;           /* where loopback ports live: 127.0.0.1 */
+	unsigned max_connections;
+	unsigned active;                 /* handshaking, connecting or bridged */
+	unsigned handshake_timeout_ms;
+	uint16_t fixed_port;             /* --to-port: no CONNECT line, always this port */
+	struct session *pending;         /* handshaking or connecting, oldest first */
+	struct relay_listener *listeners;
+	unsigned n_listeners;
+	int listening;                   /* 1 while accepting (under the limit) */
+};
+
+/* Accepts what is waiting on listener fd (non-blocking) and starts sessions. */
+int relay_accept(struct relay *relay, int listener);
+
+/* Closes handshakes older than the timeout; ms until the next one, -1 if none. */
+int relay_expire(struct relay *relay, uint64_t now_ms);
+
+/* Stops or resumes accepting as the count crosses the limit. */
+int relay_update_listeners(struct relay *relay);
+
+uint64_t relay_now_ms(void);
+
+#endif

@@ -1,0 +1,15 @@
+# vsock-relay: the guest's dynamic relay into loopback (see relay/README.md);
+# and the handshake lines both it and e2b-hostlink speak (common/handshake.c).
+
+TOOLS += vsock-relay
+vsock-relay_SRCS := relay/main.c relay/session.c relay/policy.c guard/args.c \
+	common/bridge.c common/handshake.c common/log.c
+
+UNITS += relay-handshake-test
+relay-handshake-test_SRCS := common/handshake_test.c common/handshake.c
+
+UNITS += relay-policy-test
+relay-policy-test_SRCS := relay/policy_test.c relay/policy.c guard/args.c
+
+FUZZERS += fuzz-handshake
+fuzz-handshake_SRCS := common/handshake_fuzz.c common/handshake.c

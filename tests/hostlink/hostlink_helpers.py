@@ -1,0 +1,78 @@
+"""Shared by tests/hostlink and bench/hostlink: the Firecracker hybrid-vsock
+stand-in (fake_hybrid_vsock.py) and e2b-hostlink forward as processes."""
+import contextlib
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "relay"))
+
+from harness import free_port, stop_process  # noqa: E402
+from relay_helpers import wait_port  # noqa: E402
+
+FAKE = HERE / "fake_hybrid_vsock.py"
+
+
+@contextlib.contextmanager
+def fake_vmm(uds: pathlib.Path, mapping: dict):
+    """The stand-in VMM socket at UDS; MAPPING: vsock port -> "HOST:PORT" or "unix:PATH"."""
+    argv = ["/usr/bin/python3", str(FAKE), "--uds", str(uds)]
+    for port, target in mapping.items():
+        argv += ["--map", f"{port}={target}"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", f"fake VMM did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+        yield uds
+    finally:
+        stop_process(proc)
+        with contextlib.suppress(FileNotFoundError):
+            uds.unlink()
+
+
+@contextlib.contextmanager
+def forwarding(hostlink: str, uds: pathlib.Path, guest_port: int, log_path: pathlib.Path, listen_port=None):
+    """`e2b-hostlink --uds UDS forward --listen 127.0.0.1:P GUESTPORT`; yields (P, Popen)."""
+    port = listen_port or free_port()
+    with open(log_path, "w+") as log:
+        proc = subprocess.Popen([hostlink, "--uds", str(uds), "forward", "--listen", f"127.0.0.1:{port}",
+                                 str(guest_port)], stdout=log, stderr=log, text=True)
+        try:
+            wait_port(port, proc)
+            yield port, proc
+        finally:
+            stop_process(proc)
+
+
+def unanswering_socket(path: pathlib.Path) -> socket.socket:
+    """A unix listener that accepts (backlog) and never says a word."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.listen(8)
+    return s
+
+
+def http_get(port: int, path: str, timeout=10.0) -> tuple:
+    """(status, body) of GET http://127.0.0.1:PORT/PATH with Connection: close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            data += c
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def wait_for(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False

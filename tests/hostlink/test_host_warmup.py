@@ -1,0 +1,77 @@
+"""`make templates host_warmup=uds|cid`: the pool template's hostWarmup runs
+e2b-hostlink on the pool's host. Validated against the schema, then run for
+real with {vsock_uds} pointing at the hybrid-vsock stand-in, with the envd
+stand-in (and, for e2b-ci, a loopback /health for 49999) behind it."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "ci"))
+sys.path.insert(0, str(HERE.parent / "relay"))
+
+import testimages  # noqa: E402
+from harness import BUILD, free_port, stop_process  # noqa: E402
+from hostlink_helpers import fake_vmm  # noqa: E402
+from ocifixture import make_flavor_dir  # noqa: E402
+from relay_helpers import ROOT, LoopbackServer, wait_port  # noqa: E402
+
+SCHEMA = json.loads((ROOT / "ci" / "pool-template.schema.json").read_text())
+REG = "registry.example.test:5000/e2b"
+
+
+def templates(tmp, transport):
+    for f in ("e2b-rt", "e2b-ci"):
+        make_flavor_dir(tmp, f, payload=f.encode())
+    cp = subprocess.run(["make", "--no-print-directory", "-s", "templates", f"out={tmp}", f"registry={REG}",
+                         "flavors=e2b-rt e2b-ci", f"host_warmup={transport}"], cwd=ROOT, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    out = {}
+    for f in ("e2b-rt", "e2b-ci"):
+        t = json.loads((tmp / "templates" / f"{f}.json").read_text())
+        jsonschema.validate(t, SCHEMA)
+        out[f] = t
+    return out
+
+
+def run_host(argv, uds):
+    argv = [a.replace("{vsock_uds}", str(uds)) for a in argv]
+    env = {**os.environ, "PATH": f"{BUILD}:{os.environ['PATH']}"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=200, env=env)
+
+
+def test_cid_form(tmp_path):
+    t = templates(tmp_path, "cid")
+    assert t["e2b-rt"]["hostWarmup"] == ["e2b-hostlink", "--cid", "{vsock_cid}", "--timeout", "10", "wait"]
+    assert "wait 49999" in t["e2b-ci"]["hostWarmup"][-1]
+
+
+@pytest.fixture
+def envd():
+    port = free_port()
+    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc)
+    yield port
+    stop_process(proc)
+
+
+def test_uds_host_warmup_runs(tmp_path, envd):
+    t = templates(tmp_path, "uds")
+    ci = LoopbackServer("http")
+    try:
+        with fake_vmm(tmp_path / "v.sock", {49983: f"127.0.0.1:{envd}", 49999: f"127.0.0.1:{ci.port}"}) as uds:
+            for flavor in ("e2b-rt", "e2b-ci"):
+                cp = run_host(t[flavor]["hostWarmup"], uds)
+                assert cp.returncode == 0, (flavor, cp.stderr)
+        with fake_vmm(tmp_path / "v.sock", {}) as uds:  # nothing listens: the clone is destroyed
+            cp = run_host([a.replace("10", "1") if a == "10" else a for a in t["e2b-rt"]["hostWarmup"]], uds)
+            assert cp.returncode == 1 and "not ready" in cp.stderr
+    finally:
+        ci.close()

@@ -1,0 +1,232 @@
+"""e2b-hostlink against a stand-in of Firecracker's hybrid-vsock socket
+(tests/hostlink/fake_hybrid_vsock.py: the handshake, then a bridge to local
+TCP or unix sockets), with real parts behind it: mmds-serve's control socket,
+the envd stand-in (tests/envd-standin), and vsock-relay for the dynamic
+relay. Every command and every error; against both builds."""
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "relay"))
+
+import testimages  # noqa: E402
+from harness import assert_no_sanitizer_report, free_port, stop_process  # noqa: E402
+from hostlink_helpers import fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
+from relay_helpers import LoopbackServer, activated, exchange, vsock_ports, wait_port  # noqa: E402
+
+PORTS = vsock_ports()
+ENVD, CI, RELAY, CONTROL = (PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INTERPRETER"],
+                            PORTS["VSOCK_PORT_RELAY"], PORTS["VSOCK_PORT_MMDS_CONTROL"])
+
+
+@pytest.fixture
+def mmds_control(tools, tmp_path):
+    """mmds-serve (same build variant) with its control API on a unix socket."""
+    ctl = tmp_path / "ctl" / "control.sock"
+    log = open(tmp_path / "mmds-serve.log", "w+")
+    proc = subprocess.Popen([tools.path("mmds-serve"), "--document", str(tmp_path / "doc" / "document.json"),
+                             "--listen", f"127.0.0.1:{free_port()}", "--control", str(ctl)],
+                            stdout=subprocess.DEVNULL, stderr=log)
+    (tmp_path / "doc").mkdir(exist_ok=True)
+    assert wait_for(lambda: ctl.exists() or proc.poll() is not None), "mmds-serve control socket missing"
+    yield ctl
+    stop_process(proc)
+    log.seek(0)
+    text = log.read()
+    assert "Sanitizer" not in text and "runtime error" not in text, text
+
+
+@pytest.fixture
+def envd(tmp_path):
+    """The envd stand-in (Go net/http, GET /health -> 204) on a free port."""
+    port = free_port()
+    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_port(port, proc)
+    yield port
+    stop_process(proc)
+
+
+@pytest.fixture
+def relay(release_tools, tmp_path):
+    with activated([release_tools.path("vsock-relay")], tmp_path / "relay.log") as (port, _):
+        yield port
+
+
+def hostlink(tools, uds, *args, **kw):
+    return tools.run("e2b-hostlink", "--uds", uds, *args, **kw)
+
+
+# ------------------------------------------------------------------ mmds ---
+
+def test_mmds_put_get_patch(tools, tmp_path, mmds_control):
+    doc = {"instanceID": "isb-hostlink", "envID": "tmpl", "accessTokenHash": "ab" * 64}
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    with fake_vmm(tmp_path / "v.sock", {CONTROL: f"unix:{mmds_control}"}) as uds:
+        cp = hostlink(tools, uds, "mmds", "put", tmp_path / "doc.json")
+        assert cp.returncode == 0, cp.stderr
+        cp = hostlink(tools, uds, "mmds", "get")
+        assert cp.returncode == 0 and json.loads(cp.stdout) == doc, (cp.stdout, cp.stderr)
+        cp = hostlink(tools, uds, "mmds", "patch", input='{"envID": "tmpl-2", "address": "x"}')
+        assert cp.returncode == 0, cp.stderr
+        got = json.loads(hostlink(tools, uds, "mmds", "get").stdout)
+        assert got == {**doc, "envID": "tmpl-2", "address": "x"}
+        cp = hostlink(tools, uds, "mmds", "put", "-", input='{"instanceID": "from-stdin"}')
+        assert cp.returncode == 0 and json.loads(hostlink(tools, uds, "mmds", "get").stdout) == {
+            "instanceID": "from-stdin"}
+
+
+def test_mmds_rejected_document_names_socket_port_and_status(tools, tmp_path, mmds_control):
+    with fake_vmm(tmp_path / "v.sock", {CONTROL: f"unix:{mmds_control}"}) as uds:
+        cp = hostlink(tools, uds, "mmds", "put", input="{not json")
+    assert cp.returncode == 1
+    assert f"{uds} port {CONTROL} (mmds control): PUT /mmds: HTTP 400" in cp.stderr, cp.stderr
+    assert "fault_message" in cp.stderr
+
+
+def test_mmds_missing_file(tools, tmp_path):
+    cp = tools.run("e2b-hostlink", "--uds", tmp_path / "v.sock", "mmds", "put", tmp_path / "nope.json")
+    assert cp.returncode == 1 and f"{tmp_path / 'nope.json'}: No such file or directory" in cp.stderr
+
+
+# ------------------------------------------------------------------ wait ---
+
+def test_wait_returns_on_204(tools, tmp_path, envd):
+    with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{envd}"}) as uds:
+        cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "10", "wait")
+    assert cp.returncode == 0, cp.stderr
+    assert f"{uds} port {ENVD}: /health 204" in cp.stderr
+
+
+def test_wait_times_out_naming_socket_port_and_last_error(tools, tmp_path):
+    with fake_vmm(tmp_path / "v.sock", {}) as uds:
+        t0 = time.monotonic()
+        cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "1", "wait")
+        took = time.monotonic() - t0
+    assert cp.returncode == 1
+    assert f"{uds} port {ENVD}: not ready: timeout after 1000 ms" in cp.stderr, cp.stderr
+    assert "handshake refused" in cp.stderr
+    assert took < 10  # bounded (generous: a loaded machine and ASan)
+
+
+def test_wait_other_port_wants_200(tools, tmp_path):
+    """wait 49999: the code interpreter's /health answers 200."""
+    srv = LoopbackServer("http")
+    try:
+        with fake_vmm(tmp_path / "v.sock", {CI: f"127.0.0.1:{srv.port}"}) as uds:
+            cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "10", "wait", str(CI))
+    finally:
+        srv.close()
+    assert cp.returncode == 0 and f"port {CI}: /health 200" in cp.stderr, cp.stderr
+
+
+def test_wait_not_204(tools, tmp_path):
+    srv = LoopbackServer("http")  # answers 200, not 204
+    try:
+        with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{srv.port}"}) as uds:
+            cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "1", "wait")
+    finally:
+        srv.close()
+    assert cp.returncode == 1 and "GET /health answered 200, not 204" in cp.stderr, cp.stderr
+
+
+# ---------------------------------------------------------------- errors ---
+
+def test_no_such_socket(tools, tmp_path):
+    cp = tools.run("e2b-hostlink", "--uds", tmp_path / "missing.sock", "mmds", "get")
+    assert cp.returncode == 1
+    assert f"{tmp_path / 'missing.sock'} port {CONTROL} (mmds control): no such socket" in cp.stderr, cp.stderr
+
+
+def test_handshake_refused(tools, tmp_path):
+    with fake_vmm(tmp_path / "v.sock", {}) as uds:
+        cp = hostlink(tools, uds, "mmds", "get")
+    assert cp.returncode == 1
+    assert f"{uds} port {CONTROL} (mmds control): vsock port {CONTROL}: handshake refused" in cp.stderr, cp.stderr
+
+
+def test_handshake_timeout(tools, tmp_path):
+    s = unanswering_socket(tmp_path / "v.sock")
+    try:
+        cp = tools.run("e2b-hostlink", "--uds", tmp_path / "v.sock", "--timeout", "1", "mmds", "get")
+    finally:
+        s.close()
+    assert cp.returncode == 1
+    assert f"port {CONTROL} (mmds control): vsock port {CONTROL}: no handshake answer within 1000 ms" in cp.stderr
+
+
+def test_cid_transport_names_cid_and_port(tools):
+    """This host has no vsock transport to a guest: the failure must still say
+    which CID and port it tried."""
+    cp = tools.run("e2b-hostlink", "--cid", "3", "--timeout", "1", "mmds", "get")
+    assert cp.returncode == 1 and f"cid 3 port {CONTROL} (mmds control): vsock port {CONTROL}" in cp.stderr, cp.stderr
+
+
+@pytest.mark.parametrize("args,msg", [
+    ([], "give exactly one of --uds PATH or --cid CID"),
+    (["--uds", "/x", "--cid", "3", "wait"], "give exactly one"),
+    (["--uds", "/x"], "no command"),
+    (["--cid", "0", "wait"], "--cid: '0' is not a number"),
+    (["--uds", "/x", "mmds", "delete"], "expected put [FILE|-], patch [FILE|-] or get"),
+    (["--uds", "/x", "forward"], "give 1-16 guest ports"),
+    (["--uds", "/x", "forward", "70000"], "guest port: '70000' is not a number in 1-65535"),
+    (["--uds", "/x", "forward", "--listen", "localhost:1", "80"], "'localhost' is not an IPv4 or [IPv6] address"),
+    (["--uds", "/x", "frobnicate"], "unknown command 'frobnicate'"),
+])
+def test_usage_errors(tools, args, msg):
+    cp = tools.run("e2b-hostlink", *args)
+    assert cp.returncode == 2 and msg in cp.stderr, cp.stderr
+
+
+# --------------------------------------------------------------- forward ---
+
+def test_forward_fixed_relay_to_envd(tools, tmp_path, envd):
+    with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{envd}"}) as uds, \
+            forwarding(tools.path("e2b-hostlink"), uds, ENVD, tmp_path / "fwd.log") as (port, proc):
+        for _ in range(3):  # one connection each
+            assert http_get(port, "/health")[0] == 204
+    assert_no_sanitizer_report(subprocess.CompletedProcess([], 0, "", (tmp_path / "fwd.log").read_text()))
+
+
+def test_forward_dynamic_relay_and_half_close(tools, tmp_path, relay):
+    """A user's port goes to vsock port 10000 with "CONNECT <port>"; the
+    relay bridges to loopback. EOF travels host -> guest server and the answer
+    written after it comes back (half-close through both bridges)."""
+    web, echo = LoopbackServer("http"), LoopbackServer("echo-after-eof")
+    try:
+        with fake_vmm(tmp_path / "v.sock", {RELAY: f"127.0.0.1:{relay}"}) as uds:
+            with forwarding(tools.path("e2b-hostlink"), uds, web.port, tmp_path / "fwd1.log") as (port, _):
+                assert http_get(port, "/") == (200, b"user-server-ok\n")
+            with forwarding(tools.path("e2b-hostlink"), uds, echo.port, tmp_path / "fwd2.log") as (port, _):
+                payload = b"x" * (3 << 20)
+                assert exchange(port, payload, timeout=30) == b"echo:" + payload
+    finally:
+        web.close()
+        echo.close()
+
+
+def test_forward_guarded_port_refused_by_the_relay(tools, tmp_path, relay):
+    with fake_vmm(tmp_path / "v.sock", {RELAY: f"127.0.0.1:{relay}"}) as uds, \
+            forwarding(tools.path("e2b-hostlink"), uds, 8888, tmp_path / "fwd.log") as (port, proc):
+        assert exchange(port, b"GET / HTTP/1.1\r\n\r\n") == b""  # closed, nothing relayed
+        log = tmp_path / "fwd.log"
+        assert wait_for(lambda: "refused" in log.read_text())
+    text = log.read_text()
+    assert (f"{uds} port 8888: guest port 8888 refused by the relay (vsock port {RELAY}): "
+            "port 8888 is refused: Jupyter, which has no token") in text, text
+
+
+def test_forward_listen_busy(tools, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        busy = s.getsockname()[1]
+        cp = tools.run("e2b-hostlink", "--uds", tmp_path / "v.sock", "forward", "--listen",
+                       f"127.0.0.1:{busy}", "49983")
+    assert cp.returncode == 1 and f"listen on 127.0.0.1:{busy} (for guest port 49983): Address already in use" in cp.stderr

@@ -1,0 +1,117 @@
+"""Shared by tests/relay and tests/hostlink: start a socket-activated relay on
+a loopback TCP port (the relay code is transport-agnostic; in the guest the
+socket is vsock), small loopback servers, and line-level clients."""
+import contextlib
+import pathlib
+import socket
+import subprocess
+import threading
+import time
+
+from harness import free_port, stop_process
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PORTS_H = ROOT / "common" / "vsock_ports.h"
+
+
+def vsock_ports() -> dict:
+    """The C side's port constants (common/vsock_ports.h), by name."""
+    out = {}
+    for line in PORTS_H.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "#define" and parts[1].startswith("VSOCK_"):
+            out[parts[1]] = int(parts[2].rstrip("u"))
+    return out
+
+
+def wait_port(port: int, proc=None, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{proc.args[0]} exited {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def activated(argv, log_path):
+    """argv under systemd-socket-activate on 127.0.0.1:<free port> (LISTEN_FDS
+    like systemd's .socket units). Yields (port, Popen). Stopped on exit."""
+    port = free_port()
+    with open(log_path, "w+") as log:
+        proc = subprocess.Popen(["systemd-socket-activate", "-l", f"127.0.0.1:{port}", *map(str, argv)],
+                                stdout=log, stderr=log, text=True)
+        try:
+            wait_port(port, proc)
+            yield port, proc
+        finally:
+            stop_process(proc)
+
+
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 standing for a user's own server in the guest.
+    mode "http": answers GET with a fixed body; "echo-after-eof": reads until
+    the client half-closes, then sends back what it got, then closes."""
+
+    def __init__(self, mode="http", body=b"user-server-ok\n"):
+        self.mode, self.body = mode, body
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.received = []
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            if self.mode == "http":
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    c = conn.recv(4096)
+                    if not c:
+                        return
+                    data += c
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                             % (len(self.body), self.body))
+            else:
+                data = b""
+                while True:
+                    c = conn.recv(65536)
+                    if not c:
+                        break
+                    data += c
+                self.received.append(data)
+                conn.sendall(b"echo:" + data)
+
+    def close(self):
+        self.sock.close()
+
+
+def exchange(port: int, data: bytes, timeout=10.0, half_close=True) -> bytes:
+    """Connects, sends, optionally half-closes, reads to EOF."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            try:
+                c = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not c:
+                break
+            out += c
+        return out

@@ -1,0 +1,154 @@
+"""vsock-relay, the guest's dynamic relay, on loopback TCP: the same code the
+guest runs on vsock port 10000 (socket activation through
+systemd-socket-activate, like the .socket unit). Against both builds."""
+import socket
+import time
+
+import pytest
+
+from relay_helpers import LoopbackServer, activated, exchange
+
+
+@pytest.fixture
+def relay(tools, tmp_path):
+    """Factory: relay(*args) -> port of a running vsock-relay."""
+    started = []
+
+    def start(*args):
+        cm = activated([tools.path("vsock-relay"), "-v", *args], tmp_path / f"relay-{len(started)}.log")
+        port, proc = cm.__enter__()
+        started.append((cm, proc))
+        return port
+
+    yield start
+    for cm, proc in started:
+        assert proc.poll() is None, f"vsock-relay died: exit {proc.returncode}"
+        cm.__exit__(None, None, None)
+    logs = "".join(p.read_text() for p in tmp_path.glob("relay-*.log"))
+    assert "Sanitizer" not in logs and "runtime error" not in logs, logs
+
+
+@pytest.fixture
+def server():
+    servers = []
+
+    def start(mode="http"):
+        s = LoopbackServer(mode)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def test_connect_ok_then_bytes_reach_the_loopback_server(relay, server):
+    srv, port = server(), relay()
+    out = exchange(port, f"CONNECT {srv.port}\n".encode() + b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", half_close=False)
+    assert out.startswith(b"OK\nHTTP/1.1 200 OK\r\n") and out.endswith(b"user-server-ok\n"), out
+
+
+def test_half_close_both_ways_and_bytes_after_the_line(relay, server):
+    """The host's EOF reaches the server as EOF (shutdown propagation); the
+    server's answer after that still comes back; bytes pipelined right after
+    the CONNECT line are not lost."""
+    srv, port = server("echo-after-eof"), relay()
+    payload = bytes(range(256)) * 4096  # 1 MiB: more than any one buffer
+    out = exchange(port, f"CONNECT {srv.port}\n".encode() + payload)
+    assert out[:3] == b"OK\n"
+    assert out[3:] == b"echo:" + payload
+    assert srv.received == [payload]
+
+
+@pytest.mark.parametrize("port,why", [
+    (8888, "port 8888 is refused: Jupyter, which has no token"),
+    (49983, "port 49983 is refused: envd"),
+    (49999, "port 49999 is refused: the code interpreter"),
+    (80, "port 80 is refused: the metadata service"),
+])
+def test_guarded_ports_refused_with_one_line(relay, port, why):
+    out = exchange(relay(), f"CONNECT {port}\n".encode())
+    assert out.startswith(b"ERR " + why.encode()) and out.endswith(b"\n") and out.count(b"\n") == 1, out
+
+
+@pytest.mark.parametrize("line,why", [
+    (b"GET / HTTP/1.1\r\n", b"does not start with \"CONNECT \""),
+    (b"CONNECT 0\n", b"port 0 is out of range 1-65535"),
+    (b"CONNECT 65536\n", b"port 65536 is out of range"),
+    (b"CONNECT 08080\n", b"leading zero"),
+    (b"CONNECT 80 \n", b"not a digit"),
+    (b"CONNECT 8080\r\n", b"not a digit"),
+    (b"A" * 300, b"no newline in the first 256 bytes"),
+])
+def test_malformed_lines_refused(relay, line, why):
+    out = exchange(relay(), line, half_close=False)
+    assert out.startswith(b"ERR bad request line: ") and why in out and out.count(b"\n") == 1, out
+
+
+def test_closed_port_is_one_error_line(relay):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    out = exchange(relay(), f"CONNECT {dead}\n".encode())
+    assert out == f"ERR 127.0.0.1:{dead}: Connection refused\n".encode(), out
+
+
+def test_handshake_timeout(relay):
+    port = relay("--handshake-timeout", "300")
+    t0 = time.monotonic()
+    out = exchange(port, b"CONNECT 80", half_close=False)
+    assert out == b"ERR no complete CONNECT line within 300 ms\n"
+    assert time.monotonic() - t0 < 5
+
+
+def test_guarded_list_from_the_option(relay, server):
+    srv = server()
+    port = relay("--guarded", f"{srv.port}")
+    assert exchange(port, f"CONNECT {srv.port}\n".encode()).startswith(b"ERR port %d is refused" % srv.port)
+    assert exchange(port, b"CONNECT 80\n").startswith(b"ERR port 80 is refused")
+
+
+def test_connection_limit_queues_the_rest(relay, server):
+    """--max-connections 2: a third connection is not served (not even read)
+    until one of the two ends, then it is."""
+    srv, port = server(), relay("--max-connections", "2")
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        for s in held:
+            s.sendall(f"CONNECT {srv.port}\n".encode())
+            assert s.recv(3) == b"OK\n"
+        third = socket.create_connection(("127.0.0.1", port), timeout=1.0)
+        third.sendall(f"CONNECT {srv.port}\n".encode())
+        with pytest.raises(socket.timeout):
+            third.recv(3)
+        held[0].close()
+        third.settimeout(10)
+        assert third.recv(3) == b"OK\n"
+        third.close()
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_bad_options_and_no_socket(tools):
+    cp = tools.run("vsock-relay", "--guarded", "8888,x")
+    assert cp.returncode == 2 and "--ports" in cp.stderr and "'x' is not a digit" in cp.stderr
+    cp = tools.run("vsock-relay")
+    assert cp.returncode == 1 and "no listening socket from systemd (LISTEN_FDS)" in cp.stderr
+
+
+def test_fixed_relay_no_line_no_policy(relay, server):
+    """--to-port (the fixed relays of vsock-proxy@.service): bytes go straight
+    to that port, half-close included; a closed port is just a close."""
+    srv = server("echo-after-eof")
+    port = relay("--to-port", str(srv.port))
+    assert exchange(port, b"CONNECT 8888\n") == b"echo:CONNECT 8888\n"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    assert exchange(relay("--to-port", str(dead)), b"hello") == b""
+
+
+def test_fixed_relay_refuses_guarded_option(tools):
+    cp = tools.run("vsock-relay", "--to-port", "49983", "--guarded", "8888")
+    assert cp.returncode == 2 and "--guarded applies to the CONNECT relay" in cp.stderr
