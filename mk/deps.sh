@@ -25,7 +25,7 @@ pkgs_build="build-essential pkg-config clang libclang-rt-dev
 # Tests and benchmarks: real clients and servers.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
-  openssl procps psmisc python3-yaml python3-jsonschema python3-bcrypt
+  openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
   docker-registry python3-pip python3-venv"
 # Images: mkosi's host tools, OCI tools, the boot test.
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
@@ -61,8 +61,30 @@ mkosi_ok() {
   [ "${v%%.*}" -ge 24 ] 2>/dev/null
 }
 
+# npm packages the tests use (tests/pin/test_envd_version.py reads versions
+# with the JS SDK's parser), in one fixed prefix the tests know. Present at
+# the pinned major: nothing to do.
+NPM_TEST_PREFIX=/usr/local/lib/e2b-images-tests
+npm_test_pkgs="compare-versions@6"
+npm_deps() {
+  local spec name major missing_npm=""
+  for spec in $npm_test_pkgs; do
+    name=${spec%@*} major=${spec##*@}
+    grep -qs "\"version\": *\"$major\." "$NPM_TEST_PREFIX/node_modules/$name/package.json" ||
+      missing_npm="$missing_npm $spec"
+  done
+  [ -n "$missing_npm" ] || return 0
+  say "installing npm packages for the tests into $NPM_TEST_PREFIX:$missing_npm"
+  mkdir -p "$NPM_TEST_PREFIX"
+  # shellcheck disable=SC2086
+  npm install --prefix "$NPM_TEST_PREFIX" --no-save --no-package-lock --no-audit --no-fund \
+    --loglevel=error $missing_npm >&2 ||
+    die "npm install$missing_npm failed: the npm registry must be reachable (or set npm's registry to a mirror)"
+}
+
 need=$(missing | tr '\n' ' ')
 if [ -z "${need// }" ] && mkosi_ok; then
+  npm_deps
   exit 0
 fi
 
@@ -122,4 +144,5 @@ if ! mkosi_ok; then
   fi
 fi
 mkosi_ok || die "mkosi >= 24 is still missing after install; check apt's sources for backports"
+npm_deps
 say "done"

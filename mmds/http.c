@@ -156,6 +156,9 @@ static int parse_content_length(const struct http_header *h, size_t *out)
 	return 0;
 }
 
+/* 86 lines, on purpose: one pass over the head (lines, then the framing
+ * headers, then the body bound) reads as the grammar it checks; the line
+ * parsers are already apart. */
 long http_parse_request(const char *buf, size_t len, const struct http_limits *limits,
 			struct http_request *req)
 {
@@ -264,6 +267,7 @@ int http_error_status(int err)
 const char *http_reason(int status)
 {
 	switch (status) {
+	case 100: return "Continue";
 	case 200: return "OK";
 	case 204: return "No Content";
 	case 400: return "Bad Request";
@@ -272,6 +276,7 @@ const char *http_reason(int status)
 	case 405: return "Method Not Allowed";
 	case 408: return "Request Timeout";
 	case 413: return "Payload Too Large";
+	case 417: return "Expectation Failed";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
@@ -279,4 +284,10 @@ const char *http_reason(int status)
 	case 505: return "HTTP Version Not Supported";
 	default:  return "Unknown";
 	}
+}
+
+bool http_method_is(const struct http_request *req, const char *m)
+{
+	size_t n = strlen(m);
+	return req->method_len == n && memcmp(req->method, m, n) == 0;
 }

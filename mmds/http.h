@@ -62,6 +62,9 @@ const char *http_reason(int status);
 const struct http_header *http_find_header(const struct http_request *req, const char *name);
 bool http_header_is(const struct http_header *h, const char *name);
 
+/* Is the request's method exactly m (methods are case-sensitive)? */
+bool http_method_is(const struct http_request *req, const char *m);
+
 /* Does a comma-separated header value contain `token` (case-insensitive)? */
 bool http_list_has_token(const char *value, size_t len, const char *token);
 

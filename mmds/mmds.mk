@@ -1,11 +1,12 @@
 # mmds-serve: the instance-metadata service (see mmds/README.md).
 TOOLS   += mmds-serve
-UNITS   += mmds-http-test mmds-document-test mmds-token-test
+UNITS   += mmds-http-test mmds-document-test mmds-token-test mmds-vsock-policy-test
 FUZZERS += fuzz-mmds-http fuzz-mmds-document
 
 mmds_CORE := mmds/http.c mmds/document.c mmds/token.c
 
-mmds-serve_SRCS := mmds/main.c mmds/server.c $(mmds_CORE) common/log.c
+mmds-serve_SRCS := mmds/main.c mmds/listen.c mmds/conn.c mmds/guest_api.c mmds/control_api.c \
+	mmds/store.c mmds/fdstore.c mmds/vsock_policy.c $(mmds_CORE) common/fileio.c common/log.c
 # libcrypto linked statically, SHA-256 only: the shared library's load
 # alone costs ~3 MiB of RSS against a 4 MiB budget (mmds/README.md).
 mmds_LIBCRYPTO_A := $(shell $(PKG_CONFIG) --variable=libdir libcrypto)/libcrypto.a
@@ -17,6 +18,7 @@ mmds-http-test_SRCS := mmds/http_test.c mmds/http.c
 mmds-document-test_SRCS := mmds/document_test.c mmds/document.c
 mmds-document-test_PKGS := jansson
 mmds-token-test_SRCS := mmds/token_test.c mmds/token.c
+mmds-vsock-policy-test_SRCS := mmds/vsock_policy_test.c mmds/vsock_policy.c
 mmds-token-test_LDLIBS := $(mmds_LIBCRYPTO_A)
 
 fuzz-mmds-http_SRCS := mmds/http_fuzz.c mmds/http.c

@@ -75,12 +75,12 @@ while read -r lock name dest mode; do
     mkdir -p "$extra$(dirname "$dest")"
     if ! "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --output "$extra$dest" \
             --mode "$mode" "${pinargs[@]}"; then
-        url=$($py "$here/lock.py" "$lockfile" "$name" url 2>/dev/null || echo '?')
+        url=$("$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --field url 2>/dev/null || echo '?')
         die "artifact $name ($url) could not be fetched; stopping before mkosi.
 image: supply it with pin_mirror=PREFIX (a copy of out/cache/pinfetch: PREFIX/sha256/<hex>),
 image: offline=1 with a filled cache ($CACHE/pinfetch), or recipes=DIR with a lock that points elsewhere."
     fi
-    $py "$here/lock.py" "$lockfile" "$name" | \
+    "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --json | \
         $py -c 'import json,sys; d=json.load(sys.stdin); d["path"]=sys.argv[1]; d["mode"]=sys.argv[2]; print(json.dumps(d, sort_keys=True))' \
         "$dest" "$mode" >> "$work/artifacts.jsonl"
 done < <(lists pins)
@@ -94,16 +94,20 @@ fi
 
 # 3. /etc/envd-version from the binary itself, checked against the lock.
 envd_lock=$RECIPES/$(lists pins | awk '$2 == "envd" { print $1; exit }')
-envd_version=$($py "$here/lock.py" "$envd_lock" envd version) || die "envd: the lock has no version"
+envd_version=$("$TOOLS/pinfetch" --lock "$envd_lock" --name envd --field version) ||
+    die "envd: cannot read its version from $envd_lock (see above)"
 mkdir -p "$extra/etc"
 "$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
 
-# 4. Units from units/.
-mkdir -p "$extra/usr/lib/systemd/system"
+# 4. Units from units/ (NAME.tmpfiles: a tmpfiles.d entry, as NAME.conf).
+mkdir -p "$extra/usr/lib/systemd/system" "$extra/usr/lib/tmpfiles.d"
 while read -r unit; do
     [ -f "$top/units/$unit" ] || die "unit $unit: $top/units/$unit not found"
-    install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
+    case $unit in
+    *.tmpfiles) install -m 0644 "$top/units/$unit" "$extra/usr/lib/tmpfiles.d/${unit%.tmpfiles}.conf" ;;
+    *) install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit" ;;
+    esac
 done < <(lists units)
 
 incargs=()

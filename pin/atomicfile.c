@@ -9,24 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 static int split_path(const char *path, char **dir, char **base)
 {
@@ -128,11 +110,6 @@ int atomic_file_open(struct atomic_file *af, const char *path, mode_t mode)
 			goto fail;
 		}
 	}
-	/* Explicit, so the umask of whoever runs the build does not matter. */
-	if (fchmod(af->fd, mode) < 0) {
-		r = -errno;
-		goto fail;
-	}
 	return 0;
 fail:
 	atomic_file_abort(af);
@@ -146,35 +123,58 @@ int atomic_file_reset(struct atomic_file *af)
 	return 0;
 }
 
+/* The file at tmpname in dirfd is still the one we wrote: a named temporary
+ * sits in a directory others may write to, and rename(2) moves a name. */
+static int check_same_file(const struct atomic_file *af, const char *name)
+{
+	struct stat ours, there;
+
+	if (fstat(af->fd, &ours) < 0)
+		return -errno;
+	if (fstatat(af->dirfd, name, &there, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? -ESTALE : -errno;
+	return ours.st_dev == there.st_dev && ours.st_ino == there.st_ino ? 0 : -ESTALE;
+}
+
+/* An O_TMPFILE gets a hidden name through /proc/self/fd (no privilege needed). */
+static int link_tmpfile(struct atomic_file *af)
+{
+	char proc[64];
+	int r;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", af->fd);
+	for (int tries = 0; tries < 16; tries++) {
+		af->tmpname = temp_name(af->base);
+		if (!af->tmpname)
+			return -ENOMEM;
+		if (linkat(AT_FDCWD, proc, af->dirfd, af->tmpname, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		r = -errno;
+		free(af->tmpname);
+		af->tmpname = NULL;
+		if (r != -EEXIST)
+			return r;
+	}
+	return -EEXIST;
+}
+
 int atomic_file_commit(struct atomic_file *af)
 {
 	int r;
 
-	if (fsync(af->fd) < 0)
+	af->in_place = false;
+	/* The final mode only now: until verified, the content is ours alone. */
+	if (fchmod(af->fd, af->mode) < 0 || fsync(af->fd) < 0)
 		return -errno;
-	if (!af->tmpname) {
-		char proc[64];
-
-		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", af->fd);
-		for (int tries = 0; tries < 16; tries++) {
-			af->tmpname = temp_name(af->base);
-			if (!af->tmpname)
-				return -ENOMEM;
-			if (linkat(AT_FDCWD, proc, af->dirfd, af->tmpname, AT_SYMLINK_FOLLOW) == 0)
-				break;
-			r = -errno;
-			free(af->tmpname);
-			af->tmpname = NULL;
-			if (r != -EEXIST)
-				return r;
-		}
-		if (!af->tmpname)
-			return -EEXIST;
-	}
+	if (!af->tmpname && (r = link_tmpfile(af)) < 0)
+		return r;
+	if ((r = check_same_file(af, af->tmpname)) < 0)
+		return r;
 	if (renameat(af->dirfd, af->tmpname, af->dirfd, af->base) < 0)
 		return -errno;
 	free(af->tmpname);
 	af->tmpname = NULL;
+	af->in_place = true;
 	if (fsync(af->dirfd) < 0)
 		return -errno;
 	return 0;

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <spawn.h>
+#include <sys/pidfd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "atomicfile.h"
+#include "fileio.h"
 #include "cleanup.h"
 #include "log.h"
 #include "version.h"
@@ -74,120 +77,103 @@ struct child_result {
 	int exec_errno; /* execve() failed with this; 0 if it ran */
 };
 
+/* Appends what the pipe holds; false at EOF, on overflow or on an error. */
+static bool read_output(int fd, struct child_result *res)
+{
+	char buf[1024];
+	ssize_t got = read(fd, buf, sizeof(buf));
+
+	if (got < 0)
+		return errno == EINTR || errno == EAGAIN;
+	if (got == 0)
+		return false;
+	size_t room = MAX_OUTPUT - res->len;
+	if ((size_t)got > room) {
+		res->overflow = true;
+		got = (ssize_t)room;
+	}
+	memcpy(res->out + res->len, buf, (size_t)got);
+	res->len += (size_t)got;
+	return !res->overflow;
+}
+
+static int spawn_version(const char *path, int out_fd, pid_t *pid)
+{
+	char *const argv[] = { (char *)path, (char *)"-version", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t dfl;
+	int r;
+
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGPIPE);
+	if ((r = posix_spawn_file_actions_init(&fa)) != 0)
+		return -r;
+	if ((r = posix_spawnattr_init(&attr)) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -r;
+	}
+	/* Its own process group (0: the child's pid), so a timeout kills all it started. */
+	if ((r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0)) == 0 &&
+	    (r = posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO)) == 0 &&
+	    (r = posix_spawnattr_setpgroup(&attr, 0)) == 0 && (r = posix_spawnattr_setsigdefault(&attr, &dfl)) == 0 &&
+	    (r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF)) == 0)
+		r = posix_spawn(pid, path, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	return -r;
+}
+
 /* Runs `path -version` in its own process group with stdin from /dev/null,
- * collecting at most MAX_OUTPUT bytes of stdout. On timeout the whole group
- * is killed, so a child that forks cannot keep us waiting either. */
+ * collecting at most MAX_OUTPUT bytes of stdout, until both its stdout closes
+ * and it exits, or the deadline. One poll(2) watches the pipe and a pidfd.
+ * On timeout the whole group is killed, so a child that forks cannot keep us
+ * waiting either. -errno if it could not be run; an exec failure (missing
+ * interpreter, bad format) is res->exec_errno. */
 static int run_version(const char *path, int timeout_ms, struct child_result *res)
 {
 	long long deadline = now_ms() + timeout_ms;
-	int pipefd[2], errpipe[2];
+	_cleanup_close_ int rd = -1, pidfd = -1;
+	int pipefd[2], r;
+	bool open_out = true, running = true;
 	pid_t pid;
 
 	memset(res, 0, sizeof(*res));
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
-	/* Closed by a successful exec; carries errno if exec fails. */
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		int r = -errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return r;
-	}
-	pid = fork();
-	if (pid < 0) {
-		int r = -errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		close(errpipe[0]);
-		close(errpipe[1]);
-		return r;
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), e;
-		setpgid(0, 0);
-		if (devnull >= 0 && dup2(devnull, STDIN_FILENO) >= 0 && dup2(pipefd[1], STDOUT_FILENO) >= 0) {
-			signal(SIGPIPE, SIG_DFL);
-			execl(path, path, "-version", (char *)NULL);
-		}
-		e = errno;
-		if (write(errpipe[1], &e, sizeof(e)) < 0)
-			_exit(127);
-		_exit(127);
-	}
-	setpgid(pid, pid); /* both sides, so the kill below cannot race the child's setpgid */
+	rd = pipefd[0];
+	r = spawn_version(path, pipefd[1], &pid);
 	close(pipefd[1]);
-	close(errpipe[1]);
-	{
-		int e = 0;
-		ssize_t n;
-		while ((n = read(errpipe[0], &e, sizeof(e))) < 0 && errno == EINTR)
-			;
-		close(errpipe[0]);
-		if (n == (ssize_t)sizeof(e)) {
-			res->exec_errno = e;
-			close(pipefd[0]);
-			while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
-				;
-			return 0;
-		}
+	if (r < 0) {
+		res->exec_errno = -r;
+		return 0;
 	}
-
-	bool eof = false;
-	while (!eof) {
+	pidfd = pidfd_open(pid, 0);
+	if (pidfd < 0) {
+		r = -errno;
+		kill(-pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return r;
+	}
+	while ((open_out || running) && !res->overflow) {
+		struct pollfd p[2] = { { .fd = open_out ? rd : -1, .events = POLLIN }, { .fd = running ? pidfd : -1, .events = POLLIN } };
 		long long left = deadline - now_ms();
-		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
-		char buf[1024];
 
 		if (left <= 0) {
 			res->timed_out = true;
 			break;
 		}
-		int n = poll(&p, 1, (int)left);
-		if (n < 0 && errno != EINTR)
+		if (poll(p, 2, (int)left) < 0 && errno != EINTR)
 			break;
-		if (n <= 0)
-			continue;
-		ssize_t got = read(pipefd[0], buf, sizeof(buf));
-		if (got < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			break;
-		}
-		if (got == 0) {
-			eof = true;
-			break;
-		}
-		size_t room = MAX_OUTPUT - res->len;
-		if ((size_t)got > room) {
-			res->overflow = true;
-			got = (ssize_t)room;
-		}
-		memcpy(res->out + res->len, buf, (size_t)got);
-		res->len += (size_t)got;
-		if (res->overflow)
-			break;
+		if (p[0].revents && !read_output(rd, res))
+			open_out = false;
+		if (p[1].revents)
+			running = false;
 	}
-	close(pipefd[0]);
-
-	/* stdout closed; the process itself gets what is left of the deadline. */
-	for (;;) {
-		pid_t w = waitpid(pid, &res->status, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR) {
-			kill(-pid, SIGKILL);
-			return -errno;
-		}
-		if (res->timed_out || res->overflow || now_ms() >= deadline) {
-			if (!res->overflow)
-				res->timed_out = true;
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
-				;
-			break;
-		}
-		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000 * 1000 }, NULL);
-	}
+	if (res->timed_out || res->overflow || running)
+		kill(-pid, SIGKILL);
+	while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
+		;
 	/* Whatever it left running in its group goes too. */
 	kill(-pid, SIGKILL);
 	res->out[res->len] = '\0';
@@ -197,6 +183,35 @@ static int run_version(const char *path, int timeout_ms, struct child_result *re
 static bool is_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The record, atomically: complete at its path or not there. */
+static int write_record(const char *output, const char *expect)
+{
+	struct atomic_file af;
+	char line[VERSION_MAX_LEN + 2];
+	int n = snprintf(line, sizeof(line), "%s\n", expect), r;
+
+	r = atomic_file_open(&af, output, 0644);
+	if (r < 0) {
+		log_error("%s: cannot create a temporary file beside it: %s", output, strerror(-r));
+		return EXIT_BAD;
+	}
+	r = write_all(af.fd, line, (size_t)n);
+	if (r == 0)
+		r = atomic_file_commit(&af);
+	if (r < 0 && af.in_place) {
+		log_warning("%s: written (%s), but syncing its directory failed: %s; it may not survive a crash",
+			    output, expect, strerror(-r));
+		r = 0;
+	}
+	atomic_file_abort(&af);
+	if (r < 0) {
+		log_error("%s: cannot write it: %s", output, strerror(-r));
+		return EXIT_BAD;
+	}
+	log_info("%s: %s", output, expect);
+	return 0;
 }
 
 static int record_version(const char *envd, const char *expect, const char *output, int timeout_ms)
@@ -221,7 +236,8 @@ static int record_version(const char *envd, const char *expect, const char *outp
 
 	r = run_version(envd, timeout_ms, &res);
 	if (r < 0) {
-		log_error("%s: cannot run it: %s", envd, strerror(-r));
+		log_error("%s: cannot run it: %s", envd,
+			  r == -ENOSYS ? "pidfd_open(2) is missing: this kernel is older than Linux 5.3" : strerror(-r));
 		return EXIT_BAD;
 	}
 	if (res.exec_errno) {
@@ -269,24 +285,7 @@ static int record_version(const char *envd, const char *expect, const char *outp
 		return EXIT_BAD;
 	}
 
-	struct atomic_file af;
-	char line[VERSION_MAX_LEN + 2];
-	int n = snprintf(line, sizeof(line), "%s\n", expect);
-	r = atomic_file_open(&af, output, 0644);
-	if (r < 0) {
-		log_error("%s: cannot create a temporary file beside it: %s", output, strerror(-r));
-		return EXIT_BAD;
-	}
-	r = write_all(af.fd, line, (size_t)n);
-	if (r == 0)
-		r = atomic_file_commit(&af);
-	atomic_file_abort(&af);
-	if (r < 0) {
-		log_error("%s: cannot write it: %s", output, strerror(-r));
-		return EXIT_BAD;
-	}
-	log_info("%s: %s", output, expect);
-	return 0;
+	return write_record(output, expect);
 }
 
 /* A record is exactly one version and one newline: what we write. */

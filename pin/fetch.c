@@ -12,7 +12,7 @@
 
 #include <curl/curl.h>
 
-#include "atomicfile.h"
+#include "fileio.h"
 
 /* libcurl reads at most this much per callback; bigger means fewer hash and
  * write calls per byte (CURL_MAX_READ_SIZE). */

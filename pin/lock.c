@@ -81,18 +81,19 @@ int lock_parse_size(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
-/* A version in a lock is a single token: the artifact's own version string,
- * not necessarily the envd grammar (envd-version checks that separately). */
-static bool valid_version_token(const char *s, size_t len)
+bool lock_version_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != '\0' && strchr(LOCK_VERSION_PUNCT, c) != NULL);
+}
+
+bool lock_valid_version(const char *s, size_t len)
 {
 	if (len == 0 || len > LOCK_MAX_VERSION)
 		return false;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-' || c == '+' || c == '~'))
+	for (size_t i = 0; i < len; i++)
+		if (!lock_version_char(s[i]))
 			return false;
-	}
 	return true;
 }
 
@@ -247,8 +248,8 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 
 	switch (k) {
 	case KEY_VERSION:
-		if (!valid_version_token(val, vlen))
-			return fail(err, lineno, "[%s]: invalid version (letters, digits, '.', '_', '-', '+', '~')",
+		if (!lock_valid_version(val, vlen))
+			return fail(err, lineno, "[%s]: invalid version (letters, digits and \"" LOCK_VERSION_PUNCT "\")",
 				    cur->name);
 		if (!(cur->version = slice_dup(val, vlen)))
 			return -ENOMEM;

@@ -53,6 +53,12 @@ const struct lock_entry *lock_find(const struct lock *lock, const char *name);
 /* Shared validators, also used for command-line values. */
 bool lock_valid_name(const char *s, size_t len);
 bool lock_valid_sha256(const char *s, size_t len);
+/* A lock's version: the artifact's own version string, 1..LOCK_MAX_VERSION of
+ * letters, digits and LOCK_VERSION_PUNCT; the one definition of that set
+ * (envd's stricter grammar is version.h's). */
+#define LOCK_VERSION_PUNCT "._-+~"
+bool lock_version_char(char c);
+bool lock_valid_version(const char *s, size_t len);
 /* Decimal, no sign, no leading zero, 1 .. 2^63-1. */
 int lock_parse_size(const char *s, size_t len, uint64_t *out);
 

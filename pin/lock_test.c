@@ -141,5 +141,10 @@ int main(void)
 	ok(lock_valid_sha256(SHA, 64) && !lock_valid_sha256(SHA, 63), "lock_valid_sha256 length");
 	ok(lock_parse_size("1", 1, &n) == 0 && n == 1 && lock_parse_size("", 0, &n) < 0, "lock_parse_size edges");
 	ok(lock_valid_name("a", 1) && !lock_valid_name("-a", 2) && !lock_valid_name("", 0), "lock_valid_name edges");
+	ok(lock_valid_version("0.8.0+b~1_x-y", 13) && !lock_valid_version("", 0) && !lock_valid_version("1/2", 3) &&
+	   !lock_valid_version("1 2", 3) && !lock_valid_version("1\0", 2), "lock_valid_version: the one character set");
+	ok(lock_valid_version("0123456789012345678901234567890123456789012345678901234567890123", 64) &&
+	   !lock_valid_version("01234567890123456789012345678901234567890123456789012345678901234", 65),
+	   "lock_valid_version: at most LOCK_MAX_VERSION");
 	return tap_done();
 }

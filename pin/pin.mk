@@ -1,14 +1,15 @@
 # pin/: pinfetch and envd-version (see pin/README.md)
 
 TOOLS += pinfetch envd-version
-pinfetch_SRCS := pin/pinfetch.c pin/fetch.c pin/cache.c pin/lock.c pin/sha256.c pin/atomicfile.c common/log.c
-pinfetch_PKGS := libcurl libcrypto
-envd-version_SRCS := pin/envd-version.c pin/version.c pin/atomicfile.c common/log.c
+pinfetch_SRCS := pin/pinfetch.c pin/artifact.c pin/run.c pin/report.c pin/stanza.c pin/fetch.c pin/cache.c \
+                 pin/lock.c pin/sha256.c pin/atomicfile.c common/fileio.c common/log.c
+pinfetch_PKGS := libcurl libcrypto jansson
+envd-version_SRCS := pin/envd-version.c pin/version.c pin/atomicfile.c common/fileio.c common/log.c
 
 UNITS += pin-lock-test pin-version-test pin-policy-test
 pin-lock-test_SRCS := pin/lock_test.c pin/lock.c
 pin-version-test_SRCS := pin/version_test.c pin/version.c
-pin-policy-test_SRCS := pin/fetch_policy_test.c pin/fetch.c pin/sha256.c pin/atomicfile.c
+pin-policy-test_SRCS := pin/fetch_policy_test.c pin/fetch.c pin/sha256.c common/fileio.c
 pin-policy-test_PKGS := libcurl libcrypto
 
 FUZZERS += fuzz-pin-lock fuzz-pin-version

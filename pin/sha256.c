@@ -6,7 +6,7 @@
 
 #include <openssl/evp.h>
 
-#include "atomicfile.h"
+#include "fileio.h"
 
 int sha256_init(struct sha256 *h)
 {

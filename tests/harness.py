@@ -7,6 +7,7 @@ Integration tests that exercise a C tool take the ``tools`` fixture: it runs
 each test twice, against the release build (build/) and the ASan+UBSan build
 (build/san/), so the sanitizer pass covers every integration test.
 """
+import json
 import os
 import pathlib
 import socket
@@ -49,6 +50,14 @@ class Tools:
         if check_sanitizer:
             assert_no_sanitizer_report(cp)
         return cp
+
+
+    def lock_stanza(self, lock, name: str) -> dict:
+        """One stanza of a lock file, read by the one lock parser
+        (`pinfetch --lock F --name N --json`); a bad lock fails the test."""
+        cp = self.run("pinfetch", "--lock", lock, "--name", name, "--json")
+        assert cp.returncode == 0, cp.stderr
+        return json.loads(cp.stdout)
 
 
 def assert_no_sanitizer_report(cp: subprocess.CompletedProcess) -> None:

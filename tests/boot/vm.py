@@ -9,7 +9,8 @@ One boot per call:
   guard never needs module autoloading from a root that has no modules), and
   the test payload (units + probe) that /init copies into the new root's /run;
 - disk: a qcow2 overlay over the rootfs, so the built image is never written;
-- MMDS document: QEMU fw_cfg opt/e2b/mmds, copied into place by a test unit;
+- MMDS document: QEMU fw_cfg opt/e2b/mmds, put in place by the image's own
+  units/mmds-fwcfg.service;
 - network: a tap in a network namespace created for this boot; the guest's
   eth0 gets its address from `ip=` on the kernel command line (the pool path);
 - report: the probe's "E2B-PROBE key=value" lines on the second serial port.
@@ -42,9 +43,6 @@ ROOT = HERE.parent.parent
 GUEST = HERE / "guest"
 CACHE = pathlib.Path(os.environ.get("E2B_BOOT_CACHE", ROOT / "out" / "cache" / "boot"))
 
-# Where mmds-serve reads its document (units/mmds.service); the test unit puts
-# the fw_cfg document there.
-MMDS_DOC_PATH = os.environ.get("E2B_BOOT_MMDS_DOC", "/run/mmds/document.json")
 
 HOST_ADDR = "192.168.77.1"
 GUEST_ADDR = "192.168.77.2"
@@ -200,9 +198,9 @@ def module_load_order(kin: dict) -> list[pathlib.Path]:
 
 # ------------------------------------------------------------- initramfs ---
 
-# Test units, each with the units that pull it in (".wants" links).
+# Test units, each with the units that pull it in (".wants" links). The MMDS
+# document comes through fw_cfg and the image's own mmds-fwcfg.service.
 TEST_UNITS = {
-    "e2b-test-mmds.service": ["multi-user.target", "mmds.service", "envd.service"],
     "e2b-test-httpd.service": ["multi-user.target"],
     "e2b-test-probe.service": ["multi-user.target"],
     "e2b-test-readiness.service": ["envd.service"],
@@ -237,7 +235,6 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
-        f"E2B_TEST_MMDS_DOC={MMDS_DOC_PATH}\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"
         f"E2B_TEST_GUARDED=\"{' '.join(GUARDED)}\"\n"
         f"E2B_TEST_CI_TRIES={ci_tries}\nE2B_TEST_CI_SECONDS={CI_SECONDS}\n")

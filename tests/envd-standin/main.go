@@ -77,10 +77,10 @@ func mmdsOnce(client *http.Client, base string) (*mmdsOpts, error) {
 }
 
 func pollMMDS(base, runDir string) {
-	client := &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{DisableKeepAlives: true},
-	}
+	// envd's start-up poll uses Go's default client: keep-alive on, no
+	// client time-out (PollForMMDSOpts).
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
 	for {
 		opts, err := mmdsOnce(client, base)
 		if err == nil {

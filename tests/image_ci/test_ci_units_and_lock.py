@@ -1,6 +1,7 @@
 """Static checks of the e2b-ci units, preset and lists, and of the
 code-interpreter pin in recipes/ (the built image is checked in test_image.py)."""
 import configparser
+import json
 import re
 
 from ci_helpers import FLAVOR_DIR, ROOT, run
@@ -54,23 +55,25 @@ def test_units_are_listed_and_enabled_by_the_flavor():
     assert "enable jupyter.service" in preset and "enable code-interpreter.service" in preset
 
 
-def read_lock(path):
-    stanzas, cur = {}, None
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("["):
-            cur = stanzas.setdefault(line.strip("[]"), {})
-        else:
-            k, _, v = line.partition("=")
-            cur[k.strip()] = v.strip()
-    return stanzas
-
-
-def test_code_interpreter_lock_names_a_commit_archive():
+def code_interpreter_stanza(release_tools, tmp_path):
+    """The [code-interpreter] stanza, read by pinfetch. Until it is pinned
+    (its file says "NOT PINNED YET"), pinfetch refuses it for exactly the
+    missing sha256; the rest of it is read by adding a placeholder sha256 to a
+    copy, so the one parser still checks every other line."""
     lock = ROOT / "recipes/code-interpreter.lock"
-    st = read_lock(lock)["code-interpreter"]
+    cp = release_tools.run("pinfetch", "--lock", lock, "--name", "code-interpreter", "--json")
+    if cp.returncode == 0:
+        return json.loads(cp.stdout), True
+    text = lock.read_text()
+    assert "NOT PINNED YET" in text and '[code-interpreter]: missing "sha256"' in cp.stderr, cp.stderr
+    assert "code-interpreter.lock:" in cp.stderr, cp.stderr
+    probe = tmp_path / "code-interpreter.lock"
+    probe.write_text(text + "sha256 = " + "0" * 64 + "\n")
+    return release_tools.lock_stanza(probe, "code-interpreter"), False
+
+
+def test_code_interpreter_lock_names_a_commit_archive(release_tools, tmp_path):
+    st, _ = code_interpreter_stanza(release_tools, tmp_path)
     commit = st["version"]
     assert re.fullmatch(r"[0-9a-f]{40}", commit)
     assert st["url"] == f"https://codeload.github.com/e2b-dev/code-interpreter/tar.gz/{commit}"
@@ -83,10 +86,10 @@ def test_unpinned_archive_stops_the_build_naming_the_lock(release_tools, tmp_pat
     """Until a maintainer runs `pinfetch --print-pin` with network access, the
     lock has no sha256 (none was made up): pinfetch refuses it, naming it."""
     lock = ROOT / "recipes/code-interpreter.lock"
-    st = read_lock(lock)["code-interpreter"]
+    st, pinned = code_interpreter_stanza(release_tools, tmp_path)
     cp = release_tools.run("pinfetch", "--lock", lock, "--name", "code-interpreter",
                            "--output", tmp_path / "ci.tgz", "--no-cache", "--offline")
-    if "sha256" in st:
+    if pinned:
         assert re.fullmatch(r"[0-9a-f]{64}", st["sha256"])
         assert cp.returncode == 1  # offline, empty cache: not fetched, but the lock parses
     else:

@@ -8,6 +8,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 from harness import assert_no_sanitizer_report
@@ -73,9 +74,12 @@ class Server:
         return self.stderr_path.read_text()
 
     def write_document(self, doc, raw=None):
-        """Writer that writes a temp file and renames it over."""
-        tmp = self.doc_dir / ".document.json.tmp"
-        tmp.write_text(raw if raw is not None else json.dumps(doc))
+        """Writer as the README says: a uniquely named temp file in the same
+        directory, renamed over."""
+        fd, tmp = tempfile.mkstemp(prefix=".document.json.", dir=self.doc_dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(raw if raw is not None else json.dumps(doc))
+        os.chmod(tmp, 0o644)
         os.rename(tmp, self.document)
 
     def stop(self):
@@ -97,18 +101,28 @@ class Server:
         return cp
 
 
+class NotClosed(AssertionError):
+    """The server kept the connection open past the time allowed."""
+
+
 def http_raw(sock, data: bytes, timeout=5.0) -> bytes:
-    """Sends data, reads until the server closes or timeout."""
-    sock.settimeout(timeout)
+    """Sends data and reads until the server closes the connection (EOF or
+    reset); returns what arrived. Raises NotClosed if the connection is still
+    open after timeout seconds: a time-out is never mistaken for a close."""
     if data:
+        sock.settimeout(timeout)
         sock.sendall(data)
     chunks = []
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise NotClosed(f"still open after {timeout} s; got {b''.join(chunks)[:200]!r}")
+        sock.settimeout(left)
         try:
             b = sock.recv(65536)
         except socket.timeout:
-            break
+            continue
         except ConnectionResetError:
             break
         if not b:

@@ -35,8 +35,8 @@ def envdclient(tmp_path_factory):
     return out
 
 
-def run_envdclient(netns, binary, deadline="10s"):
-    cp = netns.run(binary, "-deadline", deadline, timeout=60)
+def run_envdclient(netns, binary, deadline="10s", flow="poll"):
+    cp = netns.run(binary, "-deadline", deadline, "-flow", flow, timeout=60)
     return cp.returncode, json.loads(cp.stdout)
 
 
@@ -48,6 +48,15 @@ def test_envd_flow_go_net_http(mmds, netns, envdclient):
     assert (res["instanceID"], res["envID"], res["address"]) == ("isb7x9k2m4", "base-template",
                                                                    "http://10.0.0.1:30006")
     # What envd's /init check does with it: sha512 hex of the raw token.
+    assert res["accessTokenHash"] == hashlib.sha512(ACCESS_TOKEN.encode()).hexdigest()
+
+
+def test_envd_init_hash_check_flow(mmds, netns, envdclient):
+    """envd's /init reads accessTokenHash with its other client: keep-alives
+    off, one attempt."""
+    mmds(document=ENVD_DOC)
+    rc, res = run_envdclient(netns, envdclient, flow="init")
+    assert rc == 0 and res["attempts"] == 1, res
     assert res["accessTokenHash"] == hashlib.sha512(ACCESS_TOKEN.encode()).hexdigest()
 
 

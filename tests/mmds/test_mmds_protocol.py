@@ -4,7 +4,11 @@ runs against the release build and the ASan+UBSan build."""
 import hashlib
 import json
 import os
+import pathlib
+import signal
+import socket
 import stat
+import subprocess
 import time
 
 import pytest
@@ -300,3 +304,76 @@ def test_keep_alive_pipelining_close(mmds, netns, curl):
     assert (status, body, headers.get("connection")) == (200, b"tmpl-abcd", "close")
     assert s.recv(10) == b""
     s.close()
+
+
+def test_control_expect_100_continue_curl(mmds, netns):
+    """With `Expect: 100-continue` (curl sends it by itself only for bodies
+    over 1 MiB, beyond this API's limit; -H makes it), curl holds the body
+    until an answer or its expect timeout (made long here). The server must
+    answer 100 at once: waiting would run into the request deadline (short
+    here) and refuse a valid PUT."""
+    s = mmds("--request-timeout", "0.5")
+    doc = {"big": "z" * 30000}
+    cp = netns.run("curl", "-sS", "-v", "--max-time", "20", "--expect100-timeout", "15",
+                   "-H", "Expect: 100-continue",
+                   "--unix-socket", s.control, "-X", "PUT", "--data-binary", json.dumps(doc),
+                   "-o", "/dev/null", "-w", "%{http_code}", "http://localhost/mmds", timeout=30)
+    assert "> Expect: 100-continue" in cp.stderr, cp.stderr  # what this test is about
+    assert "< HTTP/1.1 100 Continue" in cp.stderr, cp.stderr
+    assert cp.stdout == "204", cp.stdout + cp.stderr
+    r = netns.run("curl", "-s", "--unix-socket", s.control, "http://localhost/mmds", timeout=30)
+    assert json.loads(r.stdout) == doc
+
+
+def test_control_expect_raw_client(mmds, netns):
+    s = mmds()
+    body = json.dumps({"k": "v"}).encode()
+    with socket.socket(socket.AF_UNIX) as c:
+        c.connect(str(s.control))
+        c.settimeout(10)
+        c.sendall(b"PUT /mmds HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        interim = b""
+        while not interim.endswith(b"\r\n\r\n"):
+            interim += c.recv(1)  # only the interim answer: the final one needs the body
+        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        c.sendall(body)
+        status, _, _, rest = read_response(c)
+        assert status == 204 and rest == b""
+        # Over the limit: refused with 417 before the body is sent.
+        c.sendall(b"PUT /mmds HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 999999999\r\n\r\n")
+        out = http_raw(c, b"")
+    assert out.startswith(b"HTTP/1.1 417 ") and b"Connection: close" in out, out
+    assert b"100 Continue" not in out
+    # Without Expect, an oversized body stays a 413.
+    with socket.socket(socket.AF_UNIX) as c:
+        c.connect(str(s.control))
+        c.sendall(b"PUT /mmds HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n")
+        assert http_raw(c, b"").startswith(b"HTTP/1.1 413 ")
+
+
+def test_control_socket_mode_set_without_chmod_by_path(tools, tmp_path):
+    """The control socket is born 0600 (umask at bind): no chmod() by path,
+    which would follow a symlink swapped in after bind. strace shows every
+    chmod-family call the server makes."""
+    ctl = tmp_path / "ctl" / "control.sock"
+    trace = tmp_path / "trace"
+    log = open(tmp_path / "log", "w+")
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, "-e", "trace=%file,fchmod,fchown",
+                          tools.path("mmds-serve"), "--listen", "127.0.0.1:0", "--document", tmp_path / "d.json",
+                          "--control", ctl], stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        end = time.monotonic() + 20
+        while not ctl.exists() and time.monotonic() < end and p.poll() is None:
+            time.sleep(0.05)
+        assert ctl.exists(), open(tmp_path / "log").read()
+        assert stat.S_IMODE(os.stat(ctl).st_mode) == 0o600
+    finally:
+        children = pathlib.Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        for pid in children:  # the server; strace exits with it
+            os.kill(int(pid), signal.SIGTERM)
+        p.wait(20)
+        log.close()
+    calls = trace.read_text().splitlines()
+    assert any("bind(" in c or "control.sock" in c for c in calls), calls  # the trace saw the socket
+    assert not [c for c in calls if "chmod" in c and "control.sock" in c], calls

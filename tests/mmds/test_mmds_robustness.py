@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mmds_fixtures import curl, mmds, netns  # noqa: F401  (fixtures)
-from mmds_helpers import http_raw, read_response
+from mmds_helpers import MMDS_IP, http_raw, read_response
 
 
 def versioned(n):
@@ -94,9 +94,8 @@ def test_thousand_idle_connections(mmds, netns, curl):
     idle = [netns.connect() for _ in range(1000)]
     try:
         time.sleep(0.2)
-        t0 = time.monotonic()
         r = curl("/k", token=curl.token())
-        assert r.body == "v" and time.monotonic() - t0 < 2.0
+        assert r.body == "v"
         # Within the default bound (1024) every idle connection stays open.
         idle[0].setblocking(False)
         with pytest.raises(BlockingIOError):
@@ -114,11 +113,11 @@ def test_connection_bound_drops_oldest_idle(mmds, netns, curl):
         for _ in range(1000):
             idle.append(netns.connect())
         time.sleep(0.3)
-        t0 = time.monotonic()
         r = curl("/k", token=curl.token())
-        assert r.body == "v" and time.monotonic() - t0 < 2.0
-        # The oldest were dropped; the most recent are still open.
-        assert http_raw(idle[0], b"", timeout=2) == b""
+        assert r.body == "v"
+        # The oldest were dropped (closed by the server: http_raw raises
+        # NotClosed on a time-out); the most recent are still open.
+        assert http_raw(idle[0], b"", timeout=10) == b""
         newest = idle[-1]
         newest.setblocking(False)
         with pytest.raises(BlockingIOError):
@@ -168,14 +167,14 @@ def test_truncated_body_firecracker_style(mmds, netns, curl):
 
 
 def test_truncated_body_at_half_close(mmds, netns):
-    mmds(document={"k": "v"})
+    # The request deadline (60 s) is far beyond http_raw's 10 s: an answer
+    # within those proves it came at the half-close, not at the deadline.
+    mmds("--request-timeout", "60", document={"k": "v"})
     s = netns.connect()
     s.sendall(b"PUT /latest/api/token HTTP/1.1\r\nContent-Length: 50\r\n\r\nshort")
     s.shutdown(socket.SHUT_WR)
-    t0 = time.monotonic()
-    out = http_raw(s, b"", timeout=5)
+    out = http_raw(s, b"", timeout=10)
     assert out.startswith(b"HTTP/1.1 400 ") and out.endswith(b"Invalid request.")
-    assert time.monotonic() - t0 < 0.5  # answered at once, no timeout needed
     s.close()
 
 
@@ -186,7 +185,9 @@ def test_slowloris_closed_at_request_deadline(mmds, netns, curl):
     t0 = time.monotonic()
     closed_after = None
     s.settimeout(0.05)
-    while time.monotonic() - t0 < 5:
+    # Trickling for up to 20 s, under the 30 s idle timeout: only the request
+    # deadline (0.5 s from the first byte) can end this connection.
+    while time.monotonic() - t0 < 20:
         try:
             s.send(b"a")  # one byte every 50 ms: activity, but never a request
         except (BrokenPipeError, ConnectionResetError):
@@ -200,7 +201,7 @@ def test_slowloris_closed_at_request_deadline(mmds, netns, curl):
         except socket.timeout:
             pass
     s.close()
-    assert closed_after is not None and closed_after < 2.0, closed_after
+    assert closed_after is not None, "trickling bytes extended the request deadline"
     assert curl("/k", token=curl.token()).body == "v"
 
 
@@ -212,8 +213,10 @@ def test_idle_keepalive_closed_after_idle_timeout(mmds, netns, curl):
     status, _, body, _ = read_response(s)
     assert (status, body) == (200, b"v")
     t0 = time.monotonic()
-    assert http_raw(s, b"", timeout=5) == b""
-    assert 0.3 < time.monotonic() - t0 < 2.5
+    # Closed by the server (not a time-out of ours: 10 s, against the
+    # default idle timeout of 30 s and this one of 0.5 s), and not early.
+    assert http_raw(s, b"", timeout=10) == b""
+    assert time.monotonic() - t0 >= 0.3
     s.close()
 
 
@@ -233,7 +236,62 @@ def test_client_that_never_reads(mmds, netns, curl):
             sent += s.send(req)
     except BlockingIOError:
         pass
-    t0 = time.monotonic()
     r = curl("/x", token=t)
-    assert r.status == 200 and time.monotonic() - t0 < 2
+    assert r.status == 200
     s.close()
+
+
+def _status_kib(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_queued_output_bounded_greediest_dropped(mmds, netns, curl, tools):
+    """250 clients pipelining JSON GETs of a 45 KB document and never
+    reading: each may queue up to 256 KiB, together ~64 MiB, the unit's
+    MemoryMax. The total is bounded (16 MiB by default): the connections
+    holding the most are dropped, an idle keep-alive client is not, and a
+    fresh client is served."""
+    _raise_nofile(4096)
+    s = mmds(document={"x": "y" * 45000})
+    t = curl.token()
+    idle = netns.connect()
+    idle.sendall(f"GET /x HTTP/1.1\r\nX-metadata-token: {t}\r\n\r\n".encode())
+    read_response(idle)
+    # More than the kernel's send buffer will take, so the rest queues in
+    # the server; a small receive window (set before connecting) keeps the
+    # kernel's share small.
+    req = f"GET / HTTP/1.1\r\nX-metadata-token: {t}\r\nAccept: application/json\r\n\r\n".encode() * 150
+    greedy = []
+    try:
+        for _ in range(250):
+            with netns.entered():
+                c = socket.socket()
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                c.connect((MMDS_IP, 80))
+            c.setblocking(False)
+            try:
+                c.send(req)
+            except BlockingIOError:
+                pass
+            greedy.append(c)
+        end = time.monotonic() + 20
+        while "queued output over" not in s.log() and time.monotonic() < end:
+            time.sleep(0.1)
+        time.sleep(0.5)  # let every connection get its turn
+        peak_mib = _status_kib(s.proc.pid, "VmHWM") / 1024
+        if tools.variant == "release":  # ASan's shadow and quarantine are not the server's
+            assert peak_mib < 40, f"peak RSS {peak_mib:.1f} MiB"
+        r = curl("/x", token=t)
+        assert r.status == 200 and len(r.body) == 45000
+        assert "queued output over" in s.log(), s.log()[-2000:]
+        # The idle client holds nothing and is still open.
+        idle.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            idle.recv(1)
+    finally:
+        idle.close()
+        for c in greedy:
+            c.close()

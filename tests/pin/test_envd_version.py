@@ -16,7 +16,8 @@ import pytest
 from harness import BUILD, ROOT
 
 PY = "/usr/bin/python3"
-NPM_PREFIX = BUILD / "npm"
+# Where `make deps` (mk/deps.sh, NPM_TEST_PREFIX) installs the tests' npm packages.
+NPM_PREFIX = pathlib.Path("/usr/local/lib/e2b-images-tests")
 
 
 def stand_in(tmp_path, body, name="envd", mode=0o755):
@@ -41,16 +42,11 @@ def root(tmp_path):
 
 @pytest.fixture(scope="session")
 def compare_versions():
-    """npm's compare-versions, installed at test time under build/npm."""
+    """npm's compare-versions@6, as `make deps` installs it."""
     mod = NPM_PREFIX / "node_modules" / "compare-versions"
-    if not mod.is_dir():
-        if not shutil.which("npm") or not shutil.which("node"):
-            pytest.skip("node/npm not installed: cannot check with compare-versions")
-        cp = subprocess.run(["npm", "install", "--prefix", str(NPM_PREFIX), "--no-save", "--no-package-lock",
-                             "--no-audit", "--no-fund", "compare-versions@6"],
-                            capture_output=True, text=True, timeout=300)
-        if cp.returncode != 0 or not mod.is_dir():
-            pytest.skip(f"npm registry unreachable, compare-versions not installed: {cp.stderr.strip()[-300:]}")
+    if not shutil.which("node") or not (mod / "package.json").is_file():
+        pytest.fail(f"node or {mod} is missing: run `make deps`")
+    assert json.loads((mod / "package.json").read_text())["version"].startswith("6."), mod
     return mod
 
 
@@ -199,9 +195,8 @@ def test_not_an_executable_format(tools, tmp_path, root):
 def test_hang_is_killed_with_its_process_group(tools, tmp_path, root):
     marker = f"{uuid.uuid4().int % 100000 + 1000}.{os.getpid()}"  # a unique sleep argument
     envd = stand_in(tmp_path, f"sleep {marker} &\nexec sleep {marker}")
-    t0 = time.monotonic()
+    # A hang that is not killed fails through record()'s subprocess timeout.
     cp = record(tools, envd, root / "envd-version", "0.8.0", "--timeout", "1")
-    assert time.monotonic() - t0 < 15
     assert cp.returncode == 1 and "no answer within 1000 ms" in cp.stderr, cp.stderr
     assert_nothing_written(root)
     time.sleep(0.2)
@@ -222,7 +217,8 @@ def test_unwritable_destination(tools, tmp_path, root, dest):
     (root / "file").write_text("x")
     before = sorted(os.listdir(root))
     cp = record(tools, stand_in(tmp_path, "echo 0.8.0"), root / dest)
-    assert cp.returncode == 1 and "envd-version" in cp.stderr or "is-a-dir" in cp.stderr, cp.stderr
+    assert cp.returncode == 1, cp.stderr
+    assert str(root / dest) in cp.stderr, cp.stderr
     assert sorted(os.listdir(root)) == before and os.listdir(root / "is-a-dir") == []
 
 

@@ -2,6 +2,7 @@
 in the release and the ASan+UBSan builds. After every failure the destination
 is absent (or unchanged) and its directory holds no temporary file."""
 import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -180,10 +181,9 @@ def test_redirect_to_file_is_refused(tools, work, server):
 
 def test_stalled_server_times_out(tools, work, server):
     server.routes["/envd"] = httpd.stall()
-    t0 = time.monotonic()
+    # run()'s subprocess timeout bounds it; the message says which limit hit.
     line = assert_failed_cleanly(fetch(tools, work, server.url("/envd"), "--timeout", "2"), work)
     assert "timed out" in line
-    assert time.monotonic() - t0 < 30
 
 
 def test_over_the_size_cap_announced(tools, work, server):
@@ -415,10 +415,10 @@ def test_https_redirect_to_http_is_refused(tools, work, tls_server, server):
 @pytest.mark.parametrize("url", ["http://192.0.2.1/envd", "http://example.invalid/envd",
                                  "http://[::ffff:127.0.0.1]/envd", "http://127.0.0.1.example.invalid/x"])
 def test_http_to_non_loopback_is_refused(tools, work, url):
-    t0 = time.monotonic()
+    # Refused by policy before any connection: the message is the policy's
+    # (a connection attempt would fail with a network error instead).
     line = assert_failed_cleanly(fetch(tools, work, url), work, code=2)
     assert "plain http" in line and "--allow-http" in line
-    assert time.monotonic() - t0 < 10
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/x"])
@@ -439,14 +439,70 @@ def test_http_mirror_to_non_loopback_is_refused(tools, work, server):
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA.upper() + "\n", ":4: [envd]: sha256 must be lowercase"),
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\nsha256 = " + SHA[:-1] + "\n", ":4: [envd]: sha256 must be 64"),
     ("[envd]\nversion = 0.8.0\nurl = https://e.org/x\n", ":1: [envd]: missing \"sha256\""),
-    ("[other]\nversion = 1\nurl = https://e.org/x\nsha256 = " + SHA + "\n", "no [envd] stanza (it has: other)"),
+    ("[other]\nversion = 1\nurl = https://e.org/x\nsha256 = " + SHA + "\n", ": no [envd] stanza (it has: other)"),
 ])
 def test_bad_lock_is_a_usage_error(tools, work, text, needle):
     lock = work / "bad.lock"
     lock.write_text(text)
     cp = run(tools, "--lock", lock, "--name", "envd", "--output", work / "out" / "envd", "--cache", work / "cache")
-    assert cp.returncode == 2 and needle in cp.stderr, cp.stderr
+    assert cp.returncode == 2 and f"pinfetch: {lock}{needle}" in cp.stderr, cp.stderr
     assert os.listdir(work / "out") == []
+    # Reading the lock for shell or Python fails the same way, printing nothing.
+    for read in (["--json"], ["--field", "url"]):
+        rd = run(tools, "--lock", lock, "--name", "envd", *read)
+        assert rd.returncode == 2 and rd.stdout == "" and rd.stderr == cp.stderr, rd
+
+
+# -- reading a lock: --json and --field -------------------------------------
+
+GOOD_LOCK = ("# a comment\n[other]\nversion = 1\nurl = https://e.org/o\nsha256 = " + "0" * 64 + "\n\n"
+             "[envd]   # the daemon\nversion = 0.8.0+build~1\nurl = https://e.org/v0.8.0/envd#frag\n"
+             "sha256 = " + SHA + "\nsize = 3145745\n")
+
+
+def test_json_prints_the_stanza(tools, work):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--json")
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    assert cp.stdout.count("\n") == 1
+    assert json.loads(cp.stdout) == {"name": "envd", "version": "0.8.0+build~1",
+                                     "url": "https://e.org/v0.8.0/envd#frag", "sha256": SHA, "size": 3145745}
+    other = json.loads(run(tools, "--lock", lock, "--name", "other", "--json").stdout)
+    assert other == {"name": "other", "version": "1", "url": "https://e.org/o", "sha256": "0" * 64}
+
+
+@pytest.mark.parametrize("key,value", [("name", "envd"), ("version", "0.8.0+build~1"),
+                                       ("url", "https://e.org/v0.8.0/envd#frag"), ("sha256", SHA),
+                                       ("size", "3145745")])
+def test_field_prints_one_value(tools, work, key, value):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", "envd", "--field", key)
+    assert cp.returncode == 0 and cp.stdout == value + "\n" and cp.stderr == "", cp
+
+
+@pytest.mark.parametrize("name,key,needle", [
+    ("other", "size", ": [other] has no size (it is optional)"),
+    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, size)"),
+    ("nope", "url", ": no [nope] stanza (it has: other, envd)"),
+])
+def test_field_errors_name_the_lock(tools, work, name, key, needle):
+    lock = work / "good.lock"
+    lock.write_text(GOOD_LOCK)
+    cp = run(tools, "--lock", lock, "--name", name, "--field", key)
+    assert cp.returncode == 2 and cp.stdout == "" and cp.stderr == f"pinfetch: {lock}{needle}\n", cp.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--json"], ["--field", "url"], ["--lock", "x.lock", "--json"],
+    ["--lock", "x.lock", "--name", "envd", "--json", "--field", "url"],
+    ["--lock", "x.lock", "--name", "envd", "--json", "--output", "o"],
+    ["--url", "https://e.org/x", "--sha256", SHA, "--output", "o", "--json"],
+])
+def test_json_and_field_usage(tools, work, args):
+    cp = run(tools, *args, cwd=work)
+    assert cp.returncode == 2 and cp.stdout == "" and len(cp.stderr.strip().splitlines()) == 1, cp
 
 
 @pytest.mark.parametrize("args", [
@@ -524,28 +580,47 @@ def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
     assert_good(work / "out" / "envd")
 
 
+def shipped_pins():
+    """(lock, name) for every artifact the image build pins: the LOCK NAME
+    columns of os-image's pins lists (the base's and each flavor's)."""
+    from harness import ROOT
+    lists = sorted({p.resolve() for p in (ROOT / "os-image").rglob("pins") if p.is_file()})
+    pins = []
+    for lst in lists:
+        for line in lst.read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                lock, name = line.split()[:2]
+                pins.append((ROOT / "recipes" / lock, name))
+    return sorted(set(pins))
+
+
+def test_every_shipped_lock_is_pinned_by_the_build():
+    from harness import ROOT
+    assert sorted(ROOT.glob("recipes/*.lock")) == sorted({lock for lock, _ in shipped_pins()})
+
+
 def test_shipped_locks_parse(tools, work):
-    """recipes/*.lock are valid: pinfetch gets as far as the network (refused
-    offline, with an empty cache), which it only does after parsing the lock.
+    """The stanzas the build uses parse, and pinfetch gets as far as the
+    network (refused offline, with an empty cache), which it only does after
+    parsing the lock; --json prints the same stanza.
 
     The one allowed exception is a pin that could not be taken where it was
     written (no route to its host) and says so: its file carries "NOT PINNED
     YET" and the `pinfetch --print-pin` command that completes it, and then
     pinfetch must refuse exactly for the missing sha256 (never a made-up one)."""
-    from harness import ROOT
-    locks = sorted((ROOT / "recipes").glob("*.lock"))
-    assert locks, "no recipes/*.lock"
-    for lock in locks:
+    pins = shipped_pins()
+    assert pins, "no pins lists under os-image/"
+    for lock, name in pins:
         text = lock.read_text()
-        names = [l.strip()[1:-1] for l in text.splitlines() if l.strip().startswith("[")]
-        assert names, lock
-        for name in names:
-            cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
-                     "--cache", work / "cache", "--offline")
-            if "NOT PINNED YET" in text and "--print-pin" in text and f"--name {name}" in text:
-                assert cp.returncode == 2 and f'[{name}]: missing "sha256"' in cp.stderr, (lock, name, cp.stderr)
-            else:
-                assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+        cp = run(tools, "--lock", lock, "--name", name, "--output", work / "out" / name,
+                 "--cache", work / "cache", "--offline")
+        js = run(tools, "--lock", lock, "--name", name, "--json")
+        if "NOT PINNED YET" in text and "--print-pin" in text and f"--name {name}" in text:
+            assert cp.returncode == 2 and f'[{name}]: missing "sha256"' in cp.stderr, (lock, name, cp.stderr)
+            assert js.returncode == 2 and js.stderr == cp.stderr and js.stdout == "", js
+        else:
+            assert cp.returncode == 1 and "offline" in cp.stderr, (lock, name, cp.stderr)
+            assert js.returncode == 0 and json.loads(js.stdout)["name"] == name, js
     assert os.listdir(work / "out") == []
 
 
@@ -605,6 +680,82 @@ def test_signal_mid_download_leaves_nothing(tools, work, server, named, cache):
     assert os.listdir(work / "out") == []
     if cache:
         assert os.listdir(work / "cache" / "sha256") == []
+
+
+def _wait_for_temp(directory, proc, timeout=60):
+    """The hidden temporary file pinfetch creates in DIRECTORY, once it exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        names = [n for n in os.listdir(directory) if ".pin-" in n] if directory.is_dir() else []
+        if names:
+            return directory / names[0]
+        time.sleep(0.01)
+    proc.kill()
+    pytest.fail(f"no temporary file appeared in {directory}")
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_named_temp_is_private_until_verified(tools, work, server, cache):
+    """Unverified bytes are readable by the owner only: 0600 until the
+    commit, the requested mode only on the file that is put in place."""
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
+    temp_dir = work / "cache" / "sha256" if cache else work / "out"
+    p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                          "--output", str(work / "out" / "envd"), "--mode", "0644",
+                          *(["--cache", str(work / "cache")] if cache else ["--no-cache"])],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+    temp = _wait_for_temp(temp_dir, p)
+    mode = stat.S_IMODE(temp.stat().st_mode)
+    out, err = p.communicate(timeout=120)
+    assert_no_sanitizer_report(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    assert mode == 0o600, f"{temp.name} had mode {mode:o} before verification"
+    assert p.returncode == 0, err
+    assert_good(work / "out" / "envd", mode=0o644)
+
+
+def test_named_temp_replaced_midway_is_not_put_in_place(tools, work, server):
+    """rename(2) moves a name: if another file took the temporary name while
+    the download ran, it is not the verified file, and it must not land at
+    the destination."""
+    server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
+    p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
+                          "--output", str(work / "out" / "envd"), "--no-cache"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+    temp = _wait_for_temp(work / "out", p)
+    impostor = work / "impostor"
+    impostor.write_bytes(b"not the verified artifact")
+    os.rename(impostor, temp)
+    out, err = p.communicate(timeout=120)
+    cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert_no_sanitizer_report(cp)
+    line = assert_failed_cleanly(cp, work)
+    assert "cannot put" in line and "replaced" in line, line
+
+
+@pytest.fixture(scope="module")
+def fsync_dir_fails(tmp_path_factory):
+    """The LD_PRELOAD shim of tests/pin/fsync_dir_fails.c, built for this run."""
+    so = tmp_path_factory.mktemp("shim") / "fsync_dir_fails.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    str(pathlib.Path(__file__).parent / "fsync_dir_fails.c"), "-ldl"], check=True)
+    return so
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["o_tmpfile", "named-temp"])
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
+def test_directory_fsync_failure_after_the_rename_is_reported_truthfully(tools, work, server, fsync_dir_fails,
+                                                                         named, cache):
+    """Once renamed, the verified file IS in place: a failing fsync of its
+    directory is a warning that names the directory's file and says so, not
+    a failure of a file that is there."""
+    env = {**(NO_TMPFILE if named else os.environ), "LD_PRELOAD": str(fsync_dir_fails),
+           "ASAN_OPTIONS": "verify_asan_link_order=0"}
+    cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "envd",
+                   *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=env)
+    assert cp.returncode == 0, cp.stderr
+    assert_good(work / "out" / "envd")
+    assert "in place and verified" in cp.stderr and "syncing its directory failed" in cp.stderr, cp.stderr
+    assert str(work / "out" / "envd") in cp.stderr, cp.stderr
 
 
 def test_destination_that_is_a_directory(tools, work, server):

@@ -1,9 +1,13 @@
-// envdclient follows envd's MMDS flow (packages/envd/internal/host/mmds.go)
+// envdclient follows envd's MMDS flows (packages/envd/internal/host/mmds.go)
 // with Go's net/http, the stack envd uses: PUT /latest/api/token with the
-// header name spelled exactly as envd writes it, keep-alives disabled, then
-// GET / with the token and Accept: application/json, decoded into envd's
-// fields. Like envd it ignores status codes and polls every 50 ms until a
-// body parses as JSON. A test stand-in: it lives under tests/ and never ships.
+// header name spelled exactly as envd writes it, then GET / with the token
+// and Accept: application/json, decoded into envd's fields. Status codes are
+// ignored, as envd ignores them. Two flows, each with envd's own client:
+//   -flow poll  (PollForMMDSOpts, at start): Go's default client, keep-alive
+//               on, no client time-out; every 50 ms until a body parses.
+//   -flow init  (GetAccessTokenHashFromMMDS, on /init): keep-alives off, a
+//               10 s client time-out, one attempt.
+// A test stand-in: it lives under tests/ and never ships.
 package main
 
 import (
@@ -83,12 +87,21 @@ func getOpts(ctx context.Context, client *http.Client, base, token string) (*mmd
 func main() {
 	base := flag.String("base", "http://169.254.169.254", "MMDS base URL")
 	deadline := flag.Duration("deadline", 10*time.Second, "give up after this long")
+	flow := flag.String("flow", "poll", "poll (envd's start) or init (envd's /init hash check)")
 	flag.Parse()
 
-	client := &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{DisableKeepAlives: true},
+	client := &http.Client{}
+	once := false
+	switch *flow {
+	case "poll":
+	case "init":
+		client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		once = true
+	default:
+		fmt.Fprintf(os.Stderr, "envdclient: -flow %q: want poll or init\n", *flow)
+		os.Exit(2)
 	}
+	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), *deadline)
 	defer cancel()
 
@@ -112,6 +125,10 @@ func main() {
 			}
 		}
 		res.LastError = err.Error()
+		if once {
+			_ = json.NewEncoder(os.Stdout).Encode(res)
+			os.Exit(1)
+		}
 		select {
 		case <-ctx.Done():
 			_ = json.NewEncoder(os.Stdout).Encode(res)

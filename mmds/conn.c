@@ -1,0 +1,692 @@
+/* Connections: one thread, non-blocking sockets, sd-event.
+ *
+ * Every connection is a small state machine (conn.h): ACTIVE, CLOSING,
+ * LINGER. Input is read into one shared buffer and only a partial request
+ * is copied into the connection; output is a per-connection buffer. Two
+ * bounds keep memory flat: a client that does not read stops being read
+ * once OUT_HIGH_WATER is queued for it, and all queued output together stays
+ * under cfg.max_queued_output by dropping the connections holding the most.
+ * One timer sweeps the connections at the earliest deadline: request
+ * deadline from a request's first byte (slowloris), idle deadline between
+ * requests, linger deadline after shutdown. */
+#include "conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "log.h"
+#include "token.h"
+
+#define OUT_HIGH_WATER (256 * 1024) /* stop reading a client that does not read */
+#define OUT_KEEP_MAX (16 * 1024)    /* free bigger output buffers once drained */
+#define MAX_CONTROL_CONNS 16
+#define MAX_GUEST_BODY 4096
+#define LINGER_USEC (1000 * 1000ULL)
+#define ACCEPT_PAUSE_USEC (100 * 1000ULL)
+#define TIMER_ACCURACY_USEC (5 * 1000ULL)
+
+static uint64_t now_usec(struct mmds_server *s)
+{
+	uint64_t t = 0;
+	sd_event_now(s->event, CLOCK_MONOTONIC, &t);
+	return t;
+}
+
+static size_t out_pending(const struct mmds_conn *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* ---- timers and the accept pause --------------------------------------- */
+
+static void schedule_sweep(struct mmds_server *s, uint64_t when)
+{
+	if (s->sweep_at && s->sweep_at <= when)
+		return;
+	s->sweep_at = when;
+	sd_event_source_set_time(s->sweep, when);
+	sd_event_source_set_enabled(s->sweep, SD_EVENT_ONESHOT);
+}
+
+static uint64_t conn_deadline(const struct mmds_conn *c)
+{
+	const struct mmds_config *cfg = &c->s->cfg;
+
+	if (c->state == MMDS_CONN_LINGER)
+		return c->linger_start + LINGER_USEC;
+	if (out_pending(c) == 0 && c->request_start)
+		return c->request_start + cfg->request_timeout_usec;
+	return c->last_activity + cfg->idle_timeout_usec;
+}
+
+static void set_accepting(struct mmds_server *s, bool on)
+{
+	s->accept_paused = !on;
+	for (int i = 0; i < s->n_listeners; i++)
+		sd_event_source_set_enabled(s->listeners[i].source, on ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+/* ---- connection lifetime ----------------------------------------------- */
+
+static void lru_unlink(struct mmds_server *s, struct mmds_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->lru_head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		s->lru_tail = c->prev;
+	c->prev = c->next = NULL;
+}
+
+static void lru_append(struct mmds_server *s, struct mmds_conn *c)
+{
+	c->prev = s->lru_tail;
+	c->next = NULL;
+	if (s->lru_tail)
+		s->lru_tail->next = c;
+	else
+		s->lru_head = c;
+	s->lru_tail = c;
+}
+
+static void out_release(struct mmds_conn *c)
+{
+	c->s->queued_output -= c->out_cap;
+	free(c->out);
+	c->out = NULL;
+	c->out_cap = c->out_len = c->out_off = 0;
+}
+
+static void conn_free(struct mmds_conn *c)
+{
+	struct mmds_server *s = c->s;
+
+	lru_unlink(s, c);
+	if (conn_is_control(c))
+		s->n_control--;
+	else
+		s->n_guest--;
+	sd_event_source_disable_unref(c->io);
+	close(c->fd);
+	free(c->in);
+	out_release(c);
+	free(c);
+	if (s->accept_paused)
+		set_accepting(s, true);
+}
+
+static void conn_touch(struct mmds_conn *c, uint64_t now)
+{
+	c->last_activity = now;
+	if (c->s->lru_tail != c) {
+		lru_unlink(c->s, c);
+		lru_append(c->s, c);
+	}
+}
+
+static bool conn_idle(const struct mmds_conn *c)
+{
+	return c->state == MMDS_CONN_ACTIVE && c->in_len == 0 && out_pending(c) == 0 && !c->request_start;
+}
+
+/* Frees the guest connection idle the longest; failing that, the one
+ * silent the longest (its request deadline would end it anyway). */
+static bool evict_one(struct mmds_server *s)
+{
+	struct mmds_conn *victim = NULL;
+
+	for (struct mmds_conn *c = s->lru_head; c && !victim; c = c->next)
+		if (!conn_is_control(c) && conn_idle(c))
+			victim = c;
+	for (struct mmds_conn *c = s->lru_head; c && !victim; c = c->next)
+		if (!conn_is_control(c))
+			victim = c;
+	if (!victim)
+		return false;
+	log_debug("connection limit %u reached: dropping the oldest idle connection", s->cfg.max_connections);
+	conn_free(victim);
+	return true;
+}
+
+/* Over the budget for all queued output: drops the connections holding the
+ * most until under it. Only connections with unsent output are chosen:
+ * never an idle one (at most a small drained buffer, OUT_KEEP_MAX). Returns true when `current` itself was dropped. */
+static bool shed_greediest(struct mmds_server *s, struct mmds_conn *current)
+{
+	bool dropped_current = false;
+
+	while (s->queued_output > s->cfg.max_queued_output) {
+		struct mmds_conn *victim = NULL;
+		for (struct mmds_conn *c = s->lru_head; c; c = c->next)
+			if (out_pending(c) && (!victim || c->out_cap > victim->out_cap))
+				victim = c;
+		if (!victim)
+			break;
+		log_notice("queued output over %zu bytes: dropping a connection holding %zu unsent bytes",
+			   s->cfg.max_queued_output, out_pending(victim));
+		dropped_current |= victim == current;
+		conn_free(victim);
+	}
+	return dropped_current;
+}
+
+static void conn_update_events(struct mmds_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->state == MMDS_CONN_LINGER ||
+	    (c->state == MMDS_CONN_ACTIVE && !c->peer_eof && out_pending(c) < OUT_HIGH_WATER))
+		ev |= EPOLLIN;
+	if (out_pending(c))
+		ev |= EPOLLOUT;
+	if (ev != c->events) {
+		sd_event_source_set_io_events(c->io, ev);
+		c->events = ev;
+	}
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+static int out_reserve(struct mmds_conn *c, size_t more)
+{
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_len + more <= c->out_cap)
+		return 0;
+	size_t cap = c->out_cap ? c->out_cap : 1024;
+	while (cap < c->out_len + more)
+		cap *= 2;
+	char *p = realloc(c->out, cap);
+	if (!p)
+		return -ENOMEM;
+	c->s->queued_output += cap - c->out_cap;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
+static void out_append(struct mmds_conn *c, const void *data, size_t len)
+{
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+}
+
+void conn_respond(struct mmds_conn *c, int status, const char *content_type, const char *extra_headers,
+		  const char *body, size_t body_len, bool close)
+{
+	char head[512];
+
+	if (close && c->state == MMDS_CONN_ACTIVE)
+		c->state = MMDS_CONN_CLOSING;
+	char length[40] = "";
+	if (status != 204) /* RFC 9110 8.6: never on 204 */
+		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", body_len);
+	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nServer: mmds-serve\r\n%s%s%s%s%s",
+			 status, http_reason(status), content_type ? "Content-Type: " : "",
+			 content_type ? content_type : "", content_type ? "\r\n" : "", length,
+			 c->state != MMDS_CONN_ACTIVE ? "Connection: close\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return;
+	size_t extra_len = extra_headers ? strlen(extra_headers) : 0;
+	if (c->head_method)
+		body_len = 0;
+	if (out_reserve(c, (size_t)n + extra_len + 2 + body_len) < 0) {
+		c->state = MMDS_CONN_CLOSING;
+		return;
+	}
+	out_append(c, head, (size_t)n);
+	if (extra_len)
+		out_append(c, extra_headers, extra_len);
+	out_append(c, "\r\n", 2);
+	if (body_len)
+		out_append(c, body, body_len);
+}
+
+void conn_respond_text(struct mmds_conn *c, int status, const char *msg, bool close)
+{
+	conn_respond(c, status, "text/plain", NULL, msg, strlen(msg), close);
+}
+
+void conn_respond_interim(struct mmds_conn *c, int status)
+{
+	char line[64];
+	int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n\r\n", status, http_reason(status));
+	if (out_reserve(c, (size_t)n) < 0) {
+		c->state = MMDS_CONN_CLOSING;
+		return;
+	}
+	out_append(c, line, (size_t)n);
+}
+
+/* Returns 0 when everything queued is written, -EAGAIN when the rest must
+ * wait for EPOLLOUT, another -errno when the connection is dead. */
+static int conn_flush(struct mmds_conn *c)
+{
+	while (out_pending(c)) {
+		ssize_t n = send(c->fd, c->out + c->out_off, out_pending(c), MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c->out_off += (size_t)n;
+		c->last_activity = now_usec(c->s);
+	}
+	c->out_off = c->out_len = 0;
+	if (c->out_cap > OUT_KEEP_MAX)
+		out_release(c);
+	return 0;
+}
+
+/* ---- input ------------------------------------------------------------- */
+
+static struct http_limits conn_limits(const struct mmds_conn *c)
+{
+	struct http_limits l = {
+		.max_head = c->s->cfg.max_head,
+		.max_headers = c->s->cfg.max_headers,
+		.max_body = conn_is_control(c) ? 4 * c->s->cfg.max_size : MAX_GUEST_BODY,
+	};
+	return l;
+}
+
+static size_t conn_input_cap(const struct mmds_conn *c)
+{
+	struct http_limits l = conn_limits(c);
+	return l.max_head + l.max_body;
+}
+
+static const char *parse_error_message(int err)
+{
+	switch (-err) {
+	case HTTP_ERR_HEAD_TOO_LARGE: return "Request header section is too large.";
+	case HTTP_ERR_TOO_MANY_HEADERS: return "Too many request headers.";
+	case HTTP_ERR_BODY_TOO_LARGE: return "Request payload is too large.";
+	case HTTP_ERR_NOT_IMPLEMENTED: return "Transfer-Encoding is not supported.";
+	case HTTP_ERR_VERSION: return "Invalid HTTP Version: Unsupported HTTP version.";
+	default: return "Invalid request.";
+	}
+}
+
+/* After a framing error the rest of the stream cannot be trusted: answer
+ * and close. */
+static void respond_parse_error(struct mmds_conn *c, int err, const struct http_request *req)
+{
+	c->head_method = false;
+	if (err == -HTTP_ERR_BODY_TOO_LARGE && conn_is_control(c) && control_api_refuse_expectation(c, req))
+		return;
+	conn_respond_text(c, http_error_status(err), parse_error_message(err), true);
+}
+
+/* The pending request never completed: at the request deadline or at the
+ * client's half-close. A complete head whose body is missing gets
+ * Firecracker's "Invalid request." (400); a head still incomplete at the
+ * deadline gets 408; at a half-close it gets nothing. */
+static void conn_answer_incomplete(struct mmds_conn *c, bool deadline)
+{
+	struct http_limits limits = conn_limits(c);
+	struct http_request req;
+
+	c->head_method = false;
+	if (c->state != MMDS_CONN_ACTIVE || out_pending(c))
+		return;
+	if (c->in_len && http_parse_request(c->in, c->in_len, &limits, &req) == 0 && req.head_len)
+		conn_respond_text(c, 400, "Invalid request.", true);
+	else if (deadline && c->request_start)
+		conn_respond_text(c, 408, "Request timed out.", true);
+}
+
+/* Answers every complete request at the start of data, in order; returns
+ * how many bytes were consumed. Stops at a partial request, when the
+ * connection is closing, or when the client is not reading its answers. */
+static size_t conn_process(struct mmds_conn *c, const char *data, size_t len)
+{
+	struct http_limits limits = conn_limits(c);
+	struct http_request req;
+	size_t off = 0;
+
+	while (c->state == MMDS_CONN_ACTIVE && off < len && out_pending(c) < OUT_HIGH_WATER) {
+		long r = http_parse_request(data + off, len - off, &limits, &req);
+		if (r < 0) {
+			respond_parse_error(c, (int)r, &req);
+			return len;
+		}
+		if (r == 0) {
+			if (req.head_len && conn_is_control(c))
+				control_api_head_ready(c, &req);
+			break;
+		}
+		c->head_method = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
+		if (conn_is_control(c))
+			control_api_handle(c, &req);
+		else
+			guest_api_handle(c, &req);
+		if (!req.keep_alive && c->state == MMDS_CONN_ACTIVE)
+			c->state = MMDS_CONN_CLOSING;
+		c->continue_sent = false;
+		off += (size_t)r;
+	}
+	if (c->state != MMDS_CONN_ACTIVE)
+		return len; /* anything after the last answered request is dropped */
+	return off;
+}
+
+/* Keeps the unconsumed tail of data (which may be the shared buffer or the
+ * connection's own) as the connection's pending input, and restarts the
+ * request deadline when a new request begins. */
+static int conn_keep_input(struct mmds_conn *c, const char *data, size_t len, size_t consumed, uint64_t now)
+{
+	size_t left = len - consumed;
+
+	if (left == 0) {
+		free(c->in); /* idle connections hold no input buffer */
+		c->in = NULL;
+		c->in_len = c->in_cap = 0;
+		c->request_start = 0;
+		return 0;
+	}
+	if (!c->in) {
+		c->in_cap = conn_input_cap(c);
+		c->in = malloc(c->in_cap);
+		if (!c->in)
+			return -ENOMEM;
+	}
+	memmove(c->in, data + consumed, left);
+	c->in_len = left;
+	if (consumed || !c->request_start) {
+		c->request_start = now;
+		schedule_sweep(c->s, now + c->s->cfg.request_timeout_usec);
+	}
+	return 0;
+}
+
+/* Processes the pending input plus what was just read (or, with data ==
+ * c->in and n == 0, the pending input alone). Returns how much it consumed. */
+static size_t conn_consume(struct mmds_conn *c, const char *data, size_t len, uint64_t now)
+{
+	size_t consumed = conn_process(c, data, len);
+	if (conn_keep_input(c, data, len, consumed, now) < 0)
+		c->state = MMDS_CONN_CLOSING;
+	return consumed;
+}
+
+static void conn_read(struct mmds_conn *c)
+{
+	struct mmds_server *s = c->s;
+	size_t cap = conn_input_cap(c);
+	uint64_t now = now_usec(s);
+	char *into = c->in_len ? c->in + c->in_len : s->scratch;
+	ssize_t n;
+
+	if (c->in_len >= cap)
+		return; /* cannot happen: the parser refuses first */
+	n = recv(c->fd, into, cap - c->in_len, 0);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR) {
+			c->state = MMDS_CONN_CLOSING;
+			c->peer_eof = true;
+			c->out_off = c->out_len = 0;
+		}
+		return;
+	}
+	if (n == 0) {
+		c->peer_eof = true;
+		conn_answer_incomplete(c, false);
+		if (c->state == MMDS_CONN_ACTIVE)
+			c->state = MMDS_CONN_CLOSING;
+		return;
+	}
+	conn_touch(c, now);
+	if (!c->request_start) {
+		c->request_start = now;
+		schedule_sweep(s, now + s->cfg.request_timeout_usec);
+	}
+	(void)conn_consume(c, c->in_len ? c->in : s->scratch, c->in_len + (size_t)n, now);
+}
+
+/* After reading or writing: flush, go on with requests held back by a full
+ * output buffer, move to the next state, re-arm. Frees the connection when
+ * it is done. */
+static void conn_after_io(struct mmds_conn *c)
+{
+	struct mmds_server *s = c->s;
+
+	if (shed_greediest(s, c))
+		return;
+	for (;;) {
+		int r = conn_flush(c);
+		if (r == -EAGAIN) {
+			schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
+			break;
+		}
+		if (r < 0) {
+			conn_free(c);
+			return;
+		}
+		if (c->state != MMDS_CONN_ACTIVE || !c->in_len || !conn_consume(c, c->in, c->in_len, now_usec(s)))
+			break;
+		if (shed_greediest(s, c))
+			return;
+	}
+
+	if (c->state == MMDS_CONN_CLOSING && out_pending(c) == 0) {
+		if (c->peer_eof) {
+			conn_free(c);
+			return;
+		}
+		/* Shut our side and read until the client closes, so that
+		 * unread request bytes do not turn the answer into a reset. */
+		shutdown(c->fd, SHUT_WR);
+		c->state = MMDS_CONN_LINGER;
+		c->linger_start = now_usec(s);
+		schedule_sweep(s, c->linger_start + LINGER_USEC);
+	}
+	conn_update_events(c);
+}
+
+static int on_conn_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+	struct mmds_conn *c = userdata;
+
+	if (c->state == MMDS_CONN_LINGER) {
+		char sink[4096];
+		ssize_t n = recv(fd, sink, sizeof(sink), 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (revents & EPOLLERR))
+			conn_free(c);
+		return 0;
+	}
+	if ((revents & EPOLLERR) || ((revents & EPOLLHUP) && !(revents & EPOLLIN))) {
+		conn_free(c);
+		return 0;
+	}
+	if ((revents & EPOLLIN) && c->state == MMDS_CONN_ACTIVE)
+		conn_read(c);
+	conn_after_io(c);
+	return 0;
+}
+
+static int conn_new(struct mmds_server *s, int fd, enum mmds_listener_kind kind)
+{
+	struct mmds_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->s = s;
+	c->fd = fd;
+	c->kind = kind;
+	c->events = EPOLLIN;
+	int r = sd_event_add_io(s->event, &c->io, fd, EPOLLIN, on_conn_io, c);
+	if (r < 0) {
+		close(fd);
+		free(c);
+		return r;
+	}
+	if (conn_is_control(c))
+		s->n_control++;
+	else
+		s->n_guest++;
+	lru_append(s, c);
+	c->last_activity = now_usec(s);
+	schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
+	return 0;
+}
+
+/* Is there room for one more connection of this kind? A guest connection
+ * at the bound makes room by evicting the oldest idle one. */
+static bool make_room(struct mmds_server *s, enum mmds_listener_kind kind)
+{
+	if (kind != MMDS_LISTEN_GUEST)
+		return s->n_control < MAX_CONTROL_CONNS;
+	return s->n_guest < s->cfg.max_connections || evict_one(s);
+}
+
+/* The vsock control admits the peers its policy names; any other is closed
+ * at once, with a line naming its CID. */
+static bool vsock_peer_admitted(struct mmds_server *s, int fd)
+{
+	uint32_t cid = 0;
+	char allowed[128];
+	int r = mmds_vsock_peer_cid(fd, &cid);
+
+	if (r == 0 && mmds_vsock_peer_allowed(&s->cfg.vsock_policy, cid))
+		return true;
+	mmds_vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
+	if (r < 0)
+		log_warning("control over vsock: peer unknown (%s); closed", strerror(-r));
+	else
+		log_warning("control over vsock: peer CID %" PRIu32 " refused (allowed: CID %s); closed", cid,
+			    allowed);
+	return false;
+}
+
+static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+	struct mmds_listener *l = userdata;
+	struct mmds_server *s = l->s;
+
+	for (int i = 0; i < 64; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EAGAIN)
+				break;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				if (evict_one(s))
+					continue;
+				log_warning("accept: %s: pausing for %llu ms", strerror(errno),
+					    ACCEPT_PAUSE_USEC / 1000);
+				set_accepting(s, false);
+				schedule_sweep(s, now_usec(s) + ACCEPT_PAUSE_USEC);
+				break;
+			}
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
+				continue;
+			log_error("accept: %s", strerror(errno));
+			break;
+		}
+		if ((l->kind == MMDS_LISTEN_CONTROL_VSOCK && !vsock_peer_admitted(s, cfd)) || !make_room(s, l->kind)) {
+			close(cfd);
+			continue;
+		}
+		int r = conn_new(s, cfd, l->kind);
+		if (r < 0)
+			log_error("connection: %s", strerror(-r));
+	}
+	return 0;
+}
+
+static void conn_timeout(struct mmds_conn *c)
+{
+	conn_answer_incomplete(c, true);
+	(void)conn_flush(c);
+	conn_free(c);
+}
+
+static int on_sweep(sd_event_source *es, uint64_t usec, void *userdata)
+{
+	struct mmds_server *s = userdata;
+	uint64_t now = now_usec(s), next = UINT64_MAX;
+
+	s->sweep_at = 0;
+	for (struct mmds_conn *c = s->lru_head, *n; c; c = n) {
+		n = c->next;
+		uint64_t d = conn_deadline(c);
+		if (d <= now)
+			conn_timeout(c);
+		else if (d < next)
+			next = d;
+	}
+	if (s->accept_paused)
+		set_accepting(s, true);
+	if (next != UINT64_MAX)
+		schedule_sweep(s, next);
+	return 0;
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind)
+{
+	if (s->n_listeners >= MMDS_MAX_LISTENERS) {
+		close(fd);
+		return -E2BIG;
+	}
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	struct mmds_listener *l = &s->listeners[s->n_listeners];
+	*l = (struct mmds_listener){ .s = s, .kind = kind };
+	int r = sd_event_add_io(s->event, &l->source, fd, EPOLLIN, on_accept, l);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	(void)sd_event_source_set_io_fd_own(l->source, true);
+	s->n_listeners++;
+	return 0;
+}
+
+int mmds_server_init(struct mmds_server *s, const struct mmds_config *cfg, sd_event *event)
+{
+	memset(s, 0, sizeof(*s));
+	s->cfg = *cfg;
+	s->event = sd_event_ref(event);
+	int r = token_authority_new(NULL, 0, &s->tokens);
+	if (r < 0)
+		return r;
+	size_t guest = cfg->max_head + MAX_GUEST_BODY, control = cfg->max_head + 4 * cfg->max_size;
+	s->scratch_len = guest > control ? guest : control;
+	s->scratch = malloc(s->scratch_len);
+	if (!s->scratch)
+		return -ENOMEM;
+	return sd_event_add_time(event, &s->sweep, CLOCK_MONOTONIC, UINT64_MAX, TIMER_ACCURACY_USEC, on_sweep, s);
+}
+
+void mmds_server_done(struct mmds_server *s)
+{
+	while (s->lru_head)
+		conn_free(s->lru_head);
+	for (int i = 0; i < s->n_listeners; i++)
+		sd_event_source_disable_unref(s->listeners[i].source);
+	sd_event_source_disable_unref(s->sweep);
+	token_authority_free(s->tokens);
+	json_decref(s->doc);
+	free(s->doc_json);
+	free(s->scratch);
+	sd_event_unref(s->event);
+	memset(s, 0, sizeof(*s));
+}

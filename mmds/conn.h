@@ -1,0 +1,53 @@
+/* One client connection, and what the API handlers may do with it: queue an
+ * answer. conn.c owns the state machine; guest_api.c and control_api.c only
+ * answer requests. */
+#ifndef MMDS_CONN_H
+#define MMDS_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http.h"
+#include "server.h"
+
+enum mmds_conn_state {
+	MMDS_CONN_ACTIVE,  /* reading and answering requests in order */
+	MMDS_CONN_CLOSING, /* answer queued; close once it is written */
+	MMDS_CONN_LINGER,  /* write side shut; discard input until EOF */
+};
+
+struct mmds_conn {
+	struct mmds_server *s;
+	int fd;
+	sd_event_source *io;
+	uint32_t events;
+	enum mmds_listener_kind kind;
+	bool peer_eof;
+	bool head_method;   /* answering a HEAD: headers only */
+	bool continue_sent; /* 100 Continue sent for the pending request */
+	enum mmds_conn_state state;
+	char *in;
+	size_t in_len, in_cap;
+	char *out;
+	size_t out_len, out_off, out_cap;
+	uint64_t last_activity;
+	uint64_t request_start; /* first byte of the pending request, 0 if none */
+	uint64_t linger_start;
+	struct mmds_conn *prev, *next;
+};
+
+static inline bool conn_is_control(const struct mmds_conn *c)
+{
+	return c->kind != MMDS_LISTEN_GUEST;
+}
+
+/* Queues a whole answer. extra_headers: complete "Name: value\r\n" lines.
+ * close: the connection ends after this answer. */
+void conn_respond(struct mmds_conn *c, int status, const char *content_type, const char *extra_headers,
+		  const char *body, size_t body_len, bool close);
+void conn_respond_text(struct mmds_conn *c, int status, const char *msg, bool close);
+/* An interim answer (100 Continue): a status line and nothing else. */
+void conn_respond_interim(struct mmds_conn *c, int status);
+
+#endif
