@@ -9,6 +9,8 @@ import json
 
 import vsock_checks
 
+from vm import GUARDED, METADATA_ADDR, OPEN_PORT, VARIANTS, Variant
+
 WARMUP_TRIES = 200  # the pool warmup: 200 x 50 ms (ci/templates.py uses the same)
 
 
@@ -65,11 +67,41 @@ def envd_version(res):
     return bool(f) and f == (b or "").strip() and f == f.strip(), f"/etc/envd-version={f!r}, envd -version={b!r}"
 
 
+# A oneshot probe is "activating" while it runs; every other service must have
+# settled: not failed, never restarted, not stuck starting.
+SELF = {"e2b-test-probe.service"}
+
+
+def unit_table(text: str) -> dict:
+    """The probe's unit_states lines -> {unit: {property: value}}."""
+    table = {}
+    for line in text.splitlines():
+        props = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if "Id" in props:
+            table[props["Id"]] = props
+    return table
+
+
 def no_failed_units(res):
     rep = _rep(res)
     failed = rep.get("failed_units", "").split()
+    services = unit_table(rep.get("services", ""))
+    restarted = {u: p["NRestarts"] for u, p in services.items()
+                 if p.get("NRestarts", "0") not in ("0", "")}
+    stuck = {u: f"{p['ActiveState']}/{p.get('SubState')}" for u, p in services.items()
+             if p.get("ActiveState") in ("activating", "deactivating", "reloading") and u not in SELF}
+    pending = rep.get("pending_jobs", "").split()
     logs = "".join(f"\n--- {k[len('journal_'):]} ---\n{v}" for k, v in rep.items() if k.startswith("journal_"))
-    return "failed_units" in rep and not failed, f"failed units: {failed}{logs}"
+    ok = "failed_units" in rep and bool(services) and not (failed or restarted or stuck or pending)
+    return ok, (f"{len(services)} services; failed: {failed}, restarted (NRestarts): {restarted}, "
+                f"stuck: {stuck}, jobs left: {pending}{logs}")
+
+
+def network_by_image(res):
+    """The guest's eth0 address came from the image (ip= on the kernel command
+    line through systemd), not from the probe's fallback."""
+    rep = _rep(res)
+    return rep.get("net_config") == "cmdline", f"net config by {rep.get('net_config')}: {rep.get('net_addr', '')[:120]!r}"
 
 
 def open_port_answers(res):
@@ -80,13 +112,116 @@ def open_port_answers(res):
             f"unguarded {key}: {r} (net config by {_rep(res).get('net_config')})")
 
 
-def _closed(port_suffix):
+# ------------------------------------------------------------ listeners ---
+
+WILDCARDS = {"0.0.0.0", "*", "[::]", "::"}
+
+
+def parse_listeners(text: str) -> list[tuple[str, str, int]]:
+    """The probe's "proto address:port" lines -> (proto, address, port)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2 or ":" not in parts[1]:
+            continue
+        addr, port = parts[1].rsplit(":", 1)
+        out.append((parts[0], addr.split("%", 1)[0], int(port)))
+    return out
+
+
+def _covers(listener, target: str) -> bool:
+    proto, addr, port = listener
+    t_addr, t_port = target.rsplit(":", 1)
+    return proto == "tcp" and port == int(t_port) and (addr in WILDCARDS or addr == t_addr)
+
+
+def _loopback(addr: str) -> bool:
+    return addr.startswith("127.") or addr in ("[::1]", "::1")
+
+
+def allowed_listeners(res) -> list:
+    """What may listen besides loopback: envd on every address (it cannot be
+    told otherwise; guarded), mmds.socket on the alias (on lo; guarded), and
+    the test's own listeners (the unguarded control port and the drop-check
+    listeners the probe started)."""
+    allowed = [("tcp", w, 49983) for w in WILDCARDS] + [("tcp", METADATA_ADDR, 80)]
+    allowed += [("tcp", w, OPEN_PORT) for w in WILDCARDS]
+    for spec in filter(None, _rep(res).get("test_listeners", "").split(",")):
+        addr, port = spec.rsplit(":", 1)
+        allowed.append(("tcp", addr, int(port)))
+    return allowed
+
+
+def listeners_allowed(res):
+    found = parse_listeners(_rep(res).get("listeners", ""))
+    allowed = allowed_listeners(res)
+    bad = [f"{p} {a}:{n}" for p, a, n in found if not _loopback(a) and (p, a, n) not in allowed]
+    return bool(found) and not bad, (f"not allowed: {bad}; all: {[f'{p} {a}:{n}' for p, a, n in found]}; "
+                                     f"test listeners: {_rep(res).get('test_listeners')!r}")
+
+
+def _dropped(target):
+    """From the host, TARGET (address:port) must time out: dropped. A refusal
+    means the packet got through to a closed port; an answer, to a listener.
+    Something must listen on TARGET (the image's service or the probe's test
+    listener), so the time-out measures the drop and not a missing address."""
     def check(res):
-        net = res.get("net", {})
-        keys = [k for k in net if k.endswith(port_suffix)]
-        bad = {k: net[k] for k in keys if net[k].get("state") == "open"}
-        return bool(keys) and not bad, f"{ {k: net[k]['state'] for k in keys} }"
+        r = res.get("net", {}).get(target, {})
+        listening = [l for l in parse_listeners(_rep(res).get("listeners", "")) if _covers(l, target)]
+        return (r.get("state") == "timeout" and bool(listening),
+                f"host -> {target}: {r.get('state')}; listening in the guest: {listening}")
     return check
+
+
+def guard_stop_keeps_rules(res):
+    """After `systemctl stop envd-guard` the rules stay (the unit has no
+    ExecStop), and what Requires= the guard stopped with it."""
+    rep = _rep(res)
+    units = unit_table(rep.get("after_guard_stop", ""))
+    guard = units.get("envd-guard.service", {}).get("ActiveState")
+    envd = units.get("envd.service", {}).get("ActiveState")
+    return (guard == "inactive" and envd == "inactive" and rep.get("guard_check_after_stop_rc") == "0",
+            f"after stop: envd-guard {guard}, envd {envd}; envd-guard check rc="
+            f"{rep.get('guard_check_after_stop_rc')} {rep.get('guard_check_after_stop_out', '')[:200]!r}")
+
+
+# ----------------------------------------------------------- fail closed ---
+
+GUARDED_UNITS = ["envd.service", "mmds.service", "mmds.socket", "jupyter.service", "code-interpreter.service"]
+
+
+def guard_failed(res):
+    units = unit_table(_rep(res).get("guarded_units", ""))
+    g = units.get("envd-guard.service", {})
+    return (g.get("ActiveState") == "failed",
+            f"envd-guard: {g}; journal: {_rep(res).get('guard_journal', '')[-300:]!r}")
+
+
+def guarded_never_active(res):
+    """Not one of the units that Require= the guard ever reached active
+    (ActiveEnterTimestampMonotonic stays 0)."""
+    units = unit_table(_rep(res).get("guarded_units", ""))
+    missing = [u for u in GUARDED_UNITS if u not in units]
+    entered = {u: p for u, p in units.items() if u in GUARDED_UNITS
+               and (p.get("ActiveEnterTimestampMonotonic") != "0" or p.get("ActiveState") == "active")}
+    return (not missing and not entered,
+            f"reached active: {entered}; not reported: {missing}; states: "
+            f"{ {u: p.get('ActiveState') + '/' + p.get('Result', '') for u, p in units.items()} }")
+
+
+def warmup_fails(res):
+    rep = _rep(res)
+    code, tries = rep.get("envd_health_code"), rep.get("envd_health_tries")
+    return (code != "204" and tries == str(WARMUP_TRIES),
+            f"pool warmup: GET /health -> {code} after {tries} of {WARMUP_TRIES} tries")
+
+
+def nothing_listens_guarded(res):
+    """Not on any address: no guarded port, and not the MMDS alias."""
+    found = parse_listeners(_rep(res).get("listeners", ""))
+    ports = {int(t.rsplit(":", 1)[1]) for t in GUARDED if not t.startswith(METADATA_ADDR + ":")}
+    bad = [f"{p} {a}:{n}" for p, a, n in found if n in ports or a == METADATA_ADDR]
+    return "listeners" in _rep(res) and not bad, f"listening on a guarded port: {bad}"
 
 
 def ci_services(res):
@@ -96,9 +231,36 @@ def ci_services(res):
             f"{rep.get('ci_health_code')} {rep.get('ci_health_body', '')[:60]!r} ({rep.get('ci_wait_ms')} ms)")
 
 
-def ci_exec(res):
-    out = _rep(res).get("jupyter_exec", "")
-    return "result=2" in out.splitlines(), f"1+1 through a kernel: {out[-300:]!r}"
+def ci_execute(res):
+    """1+1 through the API server: POST /execute streams JSON lines, one of
+    them the result {"type": "result", "text": "2", ...}."""
+    body = _rep(res).get("ci_execute", "")
+    results = []
+    for line in body.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and item.get("type") == "result":
+            results.append(item.get("text"))
+    return results == ["2"], f"POST :49999/execute 1+1 -> results {results}; body tail {body[-300:]!r}"
+
+
+def ci_first_start(res):
+    """:49999 came up on the API server's first start: no restart of it or of
+    Jupyter (a failed default context restarts the unit), one kernel in
+    Jupyter (the default context's), and how much memory is left."""
+    rep = _rep(res)
+    units = unit_table(rep.get("services", ""))
+    restarts = {u: units.get(u, {}).get("NRestarts") for u in ("jupyter.service", "code-interpreter.service")}
+    try:
+        kernels = len(json.loads(rep.get("jupyter_kernels", "")))
+    except ValueError:
+        kernels = None
+    return (rep.get("ci_health_code") == "200" and all(v == "0" for v in restarts.values()) and kernels == 1,
+            f"NRestarts {restarts}, kernels in Jupyter: {kernels}, MemAvailable "
+            f"{rep.get('mem_available_kb')} kB, :49999 ready at {rep.get('ready_ci_ms')} ms "
+            f"({res.get('cpus')} vCPU, {res.get('mem_mib')} MiB)")
 
 
 def boot_times(res):
@@ -106,6 +268,11 @@ def boot_times(res):
     names = ["envd"] + (["jupyter", "ci"] if res["flavor"] == "e2b-ci" else [])
     got = {n: rep.get(f"ready_{n}_ms", "") for n in names}
     return all(v.isdigit() for v in got.values()), f"first answer, ms since kernel start: {got}"
+
+
+def _dropped_checks() -> dict:
+    names = {49983: "envd", 49999: "ci", 8888: "jupyter", 80: "mmds"}
+    return {f"host_drops_{names[int(t.rsplit(':', 1)[1])]}": _dropped(t) for t in GUARDED}
 
 
 COMMON = {
@@ -119,22 +286,36 @@ COMMON = {
     "envd_version": envd_version,
     "no_failed_units": no_failed_units,
     "boot_times": boot_times,
+    "network_by_image": network_by_image,
     "open_port_answers": open_port_answers,
-    "host_cannot_reach_envd": _closed(":49983"),
-    "host_cannot_reach_ci": _closed(":49999"),
-    "host_cannot_reach_jupyter": _closed(":8888"),
-    "host_cannot_reach_mmds": _closed("169.254.169.254:80"),
+    **_dropped_checks(),
+    "listeners_allowed": listeners_allowed,
+}
+STOP_GUARD = {"guard_stop_keeps_rules": guard_stop_keeps_rules}
+CI = {"ci_services": ci_services, "ci_execute": ci_execute, "ci_first_start": ci_first_start}
+FAIL_CLOSED = {
+    "booted": booted,
+    "guard_failed": guard_failed,
+    "guarded_never_active": guarded_never_active,
+    "warmup_fails": warmup_fails,
+    "nothing_listens_guarded": nothing_listens_guarded,
 }
 COMMON.update(vsock_checks.COMMON)
-CI = {"ci_services": ci_services, "ci_exec": ci_exec, **vsock_checks.CI}
+CI.update(vsock_checks.CI)
 
 
-def checks_for(flavor: str) -> dict:
-    return {**COMMON, **(CI if flavor == "e2b-ci" else {})}
+def checks_for(v: Variant) -> dict:
+    if v.mode == "guard-fails":
+        return dict(FAIL_CLOSED)
+    return {**COMMON, **(STOP_GUARD if v.stop_guard else {}), **(CI if v.flavor == "e2b-ci" else {})}
+
+
+def variant_of(res) -> Variant:
+    return next(v for v in VARIANTS if v.id == res["boot"])
 
 
 def evaluate(res):
-    for name, fn in checks_for(res["flavor"]).items():
+    for name, fn in checks_for(variant_of(res)).items():
         try:
             ok, detail = fn(res)
         except Exception as e:  # a malformed report is a failure, not a crash
@@ -144,7 +325,7 @@ def evaluate(res):
 
 def timing_line(res) -> str:
     rep = _rep(res)
-    parts = [f"flavor={res['flavor']}", f"accel={res.get('accel')}",
+    parts = [f"boot={res.get('boot')}", f"accel={res.get('accel')}", f"size={res.get('cpus')}x{res.get('mem_mib')}MiB",
              f"kernel->envd-started={rep.get('envd_started_ms')} ms",
              f"kernel->envd-ready={rep.get('ready_envd_ms')} ms",
              f"(probe's warmup loop done at {rep.get('envd_ready_ms')} ms)"]

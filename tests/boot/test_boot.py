@@ -1,9 +1,11 @@
-"""Boot what we build: one QEMU boot per flavor, every check against that boot.
+"""Boot what we build: one QEMU boot per variant (vm.VARIANTS), every check
+of that variant against that boot.
 
-The boot (tests/boot/vm.py) happens once per flavor in a module-scoped
-fixture; each check of tests/boot/checks.py is its own test, so a report names
-exactly what failed. Timings go to the test output (-rA/-s) and to
-out/boot-test/<flavor>-report.json.
+The boots (tests/boot/vm.py): e2b-rt on 512 MiB, stopping envd-guard after its
+checks; e2b-ci on 1 GiB and on 512 MiB; e2b-ci with a failing envd-guard (fail
+closed). Each boot happens once, on its first test; each check of
+tests/boot/checks.py is its own test, so a report names exactly what failed.
+Timings go to the test output (-rA/-s) and to out/boot-test/<boot>-report.json.
 """
 import os
 import pathlib
@@ -22,8 +24,6 @@ import testimages  # noqa: E402
 
 ROOT = vm.ROOT
 OUT = pathlib.Path(os.environ.get("E2B_OUT", ROOT / "out"))
-FLAVORS = ["e2b-rt", "e2b-ci"]
-TIMEOUT = {"e2b-rt": 300.0, "e2b-ci": 600.0}
 
 
 def image_for(flavor: str) -> pathlib.Path:
@@ -38,37 +38,36 @@ def image_for(flavor: str) -> pathlib.Path:
     return built.dir / "rootfs.ext4"
 
 
-_BOOTS: dict = {}  # flavor -> result or the failure: one boot per flavor per session
+_BOOTS: dict = {}  # boot id -> result or the failure: one boot per variant per session
 
 
 @pytest.fixture(scope="module")
 def booted(request):
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespace, tap device)")
-    flavor = request.param
-    if flavor not in _BOOTS:
+    v = request.param
+    if v.id not in _BOOTS:
         try:
-            rootfs = image_for(flavor)
-            res = vm.boot(flavor, rootfs, timeout=TIMEOUT[flavor], keep_logs=OUT / "boot-test")
+            rootfs = image_for(v.flavor)
+            res = vm.boot(v, rootfs, keep_logs=OUT / "boot-test")
             print("\n" + checks.timing_line(res))
-            _BOOTS[flavor] = res
+            _BOOTS[v.id] = res
         except BaseException as e:  # skip/fail outcomes included: remembered, not retried
-            _BOOTS[flavor] = e
-    if isinstance(_BOOTS[flavor], BaseException):
-        raise _BOOTS[flavor]
-    return _BOOTS[flavor]
+            _BOOTS[v.id] = e
+    if isinstance(_BOOTS[v.id], BaseException):
+        raise _BOOTS[v.id]
+    return _BOOTS[v.id]
 
 
 def _check_ids():
-    for flavor in FLAVORS:
-        for name in checks.checks_for(flavor):
-            yield pytest.param(flavor, name, id=f"{flavor}-{name}")
+    for v in vm.VARIANTS:
+        for name in checks.checks_for(v):
+            yield pytest.param(v, name, id=f"{v.id}-{name}")
 
 
 @pytest.mark.parametrize("booted,check", list(_check_ids()), indirect=["booted"])
 def test_boot(booted, check):
-    flavor = booted["flavor"]
-    ok, detail = checks.checks_for(flavor)[check](booted)
+    ok, detail = checks.checks_for(checks.variant_of(booted))[check](booted)
     if not ok:
         tail = booted.get("console", "")[-2500:]
         pytest.fail(f"{check}: {detail}\n--- console tail ---\n{tail}", pytrace=False)

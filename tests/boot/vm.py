@@ -25,6 +25,7 @@ import argparse
 import base64
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import pathlib
@@ -32,7 +33,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,11 +50,48 @@ PREFIX = 24
 METADATA_ADDR = "169.254.169.254"
 HOSTLINK = pathlib.Path(os.environ.get("BUILD", ROOT / "build")) / "e2b-hostlink"  # `make tools`
 OPEN_PORT = 18080            # the probe's unguarded listener (e2b-test-httpd.service)
-GUARDED = [49983, 49999, 8888]
+GUARDED_PORTS = [49983, 49999, 8888]
+# What the guard must drop from outside: the guarded ports on the NIC's
+# address, and the MMDS alias.
+GUARDED = [f"{GUEST_ADDR}:{p}" for p in GUARDED_PORTS] + [f"{METADATA_ADDR}:80"]
 CI_SECONDS = 300  # wall-clock cap on the probe's e2b-ci wait (TCG)
 
-# Pool sizes (contract): small = 1 vCPU / 512 MiB, medium = 2 vCPU / 1 GiB.
-SIZES = {"e2b-rt": (1, 512), "e2b-ci": (2, 1024)}
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One kind of boot of a flavor.
+
+    Pool sizes (contract): small = 1 vCPU / 512 MiB, medium = 2 vCPU / 1 GiB.
+    mode "guard-fails": envd-guard's real ExecStart fails (no netlink), the
+    fail-closed boot. stop_guard: the probe stops envd-guard after its checks,
+    before the host's, so those measure the rules left behind."""
+    flavor: str
+    name: str
+    cpus: int
+    mem: int
+    mode: str = "normal"
+    stop_guard: bool = False
+    timeout: float = 300.0
+
+    @property
+    def id(self) -> str:
+        return self.flavor if self.name == "default" else f"{self.flavor}-{self.name}"
+
+
+VARIANTS = [
+    Variant("e2b-rt", "default", 1, 512, stop_guard=True),
+    Variant("e2b-ci", "default", 2, 1024, timeout=600.0),
+    Variant("e2b-ci", "512m", 1, 512, timeout=600.0),
+    Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails"),
+]
+
+
+def variant(flavor: str, name: str = "default") -> Variant:
+    for v in VARIANTS:
+        if (v.flavor, v.name) == (flavor, name):
+            return v
+    raise ValueError(f"no boot variant {name!r} of {flavor!r}: one of "
+                     f"{[v.id for v in VARIANTS]}")
 
 MODULES = [
     "virtio_pci", "virtio_blk", "virtio_net", "ext4", "qemu_fw_cfg",
@@ -166,36 +203,51 @@ def module_load_order(kin: dict) -> list[pathlib.Path]:
 
 # ------------------------------------------------------------- initramfs ---
 
-def build_payload(dest: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> None:
+# Test units, each with the units that pull it in (".wants" links). The MMDS
+# document comes through fw_cfg and the image's own mmds-fwcfg.service.
+TEST_UNITS = {
+    "e2b-test-httpd.service": ["multi-user.target"],
+    "e2b-test-probe.service": ["multi-user.target"],
+    "e2b-test-readiness.service": ["envd.service"],
+    "e2b-test-listen@.service": [],  # started by the probe
+}
+PROBE_TOOLS = ["probe.sh", "readiness.sh", "vsock.sh"]
+
+
+def install_units(units: pathlib.Path, v: Variant) -> None:
+    for unit, wanted_by in TEST_UNITS.items():
+        shutil.copy(GUEST / unit, units / unit)
+        for target in wanted_by:
+            wants = units / f"{target}.wants"
+            wants.mkdir(exist_ok=True)
+            (wants / unit).symlink_to(f"../{unit}")
+    if v.mode == "guard-fails":
+        d = units / "envd-guard.service.d"
+        d.mkdir()
+        shutil.copy(GUEST / "e2b-test-guard-fails.conf", d / "e2b-test-guard-fails.conf")
+
+
+def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> None:
     """What /init copies into the new root's /run: test units and tools."""
     units = dest / "systemd" / "system"
     units.mkdir(parents=True)
-    # The document comes through fw_cfg and the image's own mmds-fwcfg.service.
-    for u in ("e2b-test-httpd.service", "e2b-test-probe.service", "e2b-test-readiness.service"):
-        shutil.copy(GUEST / u, units / u)
-    for target, unit in (("multi-user.target", "e2b-test-probe.service"),
-                         ("multi-user.target", "e2b-test-httpd.service"),
-                         ("envd.service", "e2b-test-readiness.service")):
-        wants = units / f"{target}.wants"
-        wants.mkdir(exist_ok=True)
-        (wants / unit).symlink_to(f"../{unit}")
+    install_units(units, v)
     t = dest / "e2b-test"
     (t / "www").mkdir(parents=True)
     shutil.copy(kin["busybox"], t / "busybox")
-    shutil.copy(GUEST / "probe.sh", t / "probe.sh")
-    shutil.copy(GUEST / "readiness.sh", t / "readiness.sh")
-    shutil.copy(GUEST / "jupyter_exec.py", t / "jupyter_exec.py")
-    # The vsock probe and the host tool it drives over AF_VSOCK (libc only).
-    shutil.copy(GUEST / "vsock.sh", t / "vsock.sh")
+    for tool in PROBE_TOOLS:
+        shutil.copy(GUEST / tool, t / tool)
+    # The host tool the vsock probe drives over AF_VSOCK (libc only).
     shutil.copy(HOSTLINK, t / "e2b-hostlink")
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
-        f"E2B_TEST_FLAVOR={flavor}\n"
-        f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_CI_TRIES={ci_tries}\n"
-        f"E2B_TEST_CI_SECONDS={CI_SECONDS}\n")
+        f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
+        f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"
+        f"E2B_TEST_GUARDED=\"{' '.join(GUARDED)}\"\n"
+        f"E2B_TEST_CI_TRIES={ci_tries}\nE2B_TEST_CI_SECONDS={CI_SECONDS}\n")
 
 
-def build_initramfs(work: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -> pathlib.Path:
+def build_initramfs(work: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> pathlib.Path:
     tree = work / "initramfs"
     (tree / "bin").mkdir(parents=True)
     (tree / "lib" / "modules").mkdir(parents=True)
@@ -216,7 +268,7 @@ def build_initramfs(work: pathlib.Path, flavor: str, kin: dict, ci_tries: int) -
             shutil.copy(mod, tree / "lib" / "modules" / name)
         lines.append(f"/lib/modules/{name}")
     (tree / "modules.order").write_text("\n".join(lines) + "\n")
-    build_payload(tree / "payload", flavor, kin, ci_tries)
+    build_payload(tree / "payload", v, kin, ci_tries)
     out = work / "initramfs.cpio.gz"
     files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
     with open(out, "wb") as f:
@@ -329,7 +381,7 @@ print(json.dumps(res))
 
 
 def host_port_checks(ns: Netns) -> dict:
-    targets = [f"{GUEST_ADDR}:{p}" for p in GUARDED + [OPEN_PORT]] + [f"{METADATA_ADDR}:80"]
+    targets = GUARDED + [f"{GUEST_ADDR}:{OPEN_PORT}"]
     cp = subprocess.run(ns.exec_argv(["/usr/bin/python3", "-c", PORT_CHECK, *targets]),
                         capture_output=True, text=True, timeout=60)
     if cp.returncode != 0:
@@ -357,10 +409,11 @@ def make_document() -> dict:
             "address": "", "accessTokenHash": ""}
 
 
-def boot(flavor: str, rootfs: pathlib.Path, timeout: float = 240.0, keep_logs: pathlib.Path | None = None) -> dict:
-    """Boots rootfs once; returns the probe report, host-side port checks and logs."""
+def boot(v: Variant, rootfs: pathlib.Path, timeout: float | None = None,
+         keep_logs: pathlib.Path | None = None) -> dict:
+    """Boots rootfs once as V; returns the probe report, host-side port checks and logs."""
     with _terminate_as_exception():
-        return _boot(flavor, rootfs, timeout, keep_logs)
+        return _boot(v, rootfs, timeout or v.timeout, keep_logs)
 
 
 class Terminated(Exception):
@@ -386,7 +439,8 @@ def _terminate_as_exception():
             signal.signal(s, h)
 
 
-def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.Path | None) -> dict:
+def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.Path | None) -> dict:
+    flavor = v.flavor
     rootfs = rootfs.resolve()
     if not rootfs.exists():
         raise FileNotFoundError(f"{rootfs}: no image; build it with `make flavor={flavor}`")
@@ -394,10 +448,11 @@ def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.
     kin = kernel_inputs()
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"e2b-boot-{flavor}-"))
     qemu = None
-    result: dict = {"flavor": flavor, "rootfs": str(rootfs)}
+    result: dict = {"flavor": flavor, "variant": v.name, "boot": v.id, "mode": v.mode,
+                    "stop_guard": v.stop_guard, "cpus": v.cpus, "mem_mib": v.mem, "rootfs": str(rootfs)}
     try:
         ci_tries = 1200  # x 0.1 s: e2b-ci services under TCG take a while
-        initrd = build_initramfs(work, flavor, kin, ci_tries)
+        initrd = build_initramfs(work, v, kin, ci_tries)
         accel = choose_accel(kin, work)
         result["accel"] = accel
         overlay = work / "disk.qcow2"
@@ -405,7 +460,7 @@ def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.
         doc = make_document()
         (work / "mmds.json").write_text(json.dumps(doc))
         result["document"] = doc
-        cpus, mem = SIZES.get(flavor, (1, 512))
+        cpus, mem = v.cpus, v.mem
         console, probe_log = work / "console.log", work / "probe.log"
         cmdline = " ".join([
             "console=ttyS0", "root=/dev/vda", "rootfstype=ext4", "rw", "panic=-1",
@@ -413,7 +468,7 @@ def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.
             f"ip={GUEST_ADDR}::{HOST_ADDR}:255.255.255.0::eth0:off",
             "systemd.show_status=error",
         ] + (["systemd.journald.forward_to_console=1"] if os.environ.get("E2B_BOOT_DEBUG") else []))
-        with Netns(flavor) as ns:
+        with Netns(v.id) as ns:
             mac = "52:54:00:e2:b0:01"
             argv = ["qemu-system-x86_64", "-accel", accel, "-M", "q35", "-cpu", "max",
                     "-smp", str(cpus), "-m", str(mem), "-nodefaults", "-display", "none",
@@ -451,10 +506,10 @@ def _boot(flavor: str, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.
             result["console"] = console.read_text(errors="replace") if console.exists() else ""
             if keep_logs:
                 keep_logs.mkdir(parents=True, exist_ok=True)
-                (keep_logs / f"{flavor}-console.log").write_text(result["console"])
+                (keep_logs / f"{v.id}-console.log").write_text(result["console"])
                 if probe_log.exists():
-                    shutil.copy(probe_log, keep_logs / f"{flavor}-probe.log")
-                (keep_logs / f"{flavor}-report.json").write_text(
+                    shutil.copy(probe_log, keep_logs / f"{v.id}-probe.log")
+                (keep_logs / f"{v.id}-report.json").write_text(
                     json.dumps({k: v for k, v in result.items() if k != "console"}, indent=2))
         return result
     finally:
@@ -482,12 +537,15 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--flavor", default="e2b-rt")
+    ap.add_argument("--variant", default="default",
+                    help="which boot: " + ", ".join(sorted({v.name for v in VARIANTS})))
     ap.add_argument("--rootfs", type=pathlib.Path)
-    ap.add_argument("--timeout", type=float, default=float(os.environ.get("E2B_BOOT_TIMEOUT", 240)))
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("E2B_BOOT_TIMEOUT", 0)) or None,
+                    help="seconds (default: the variant's)")
     ap.add_argument("--logs", type=pathlib.Path, help="keep console log and report here")
     a = ap.parse_args()
     rootfs = a.rootfs or ROOT / "out" / a.flavor / "rootfs.ext4"
-    res = boot(a.flavor, rootfs, a.timeout, a.logs)
+    res = boot(variant(a.flavor, a.variant), rootfs, a.timeout, a.logs)
     failed = 0
     for name, ok, detail in checks.evaluate(res):
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")

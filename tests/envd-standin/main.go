@@ -17,7 +17,9 @@
 //     internal/api/init.go): the current token passes; otherwise, if MMDS has
 //     a non-empty accessTokenHash, the token's lowercase hex SHA-512 must
 //     equal it (401 if not); with no hash the first /init sets any token.
-//     Answers 204 or 401, nothing else of envd's /init.
+//     Answers 204 or 401, nothing else of envd's /init; its "envVars" are
+//     kept for GET /envs, which answers them as a JSON object (the code
+//     interpreter's API server reads it for every context).
 package main
 
 import (
@@ -136,6 +138,7 @@ func main() {
 	})
 	var mu sync.Mutex
 	current := ""
+	envVars := map[string]string{}
 	base := strings.TrimRight(*mmds, "/")
 	mux.HandleFunc("/init", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -143,7 +146,8 @@ func main() {
 			return
 		}
 		var body struct {
-			AccessToken *string `json:"accessToken"`
+			AccessToken *string           `json:"accessToken"`
+			EnvVars     map[string]string `json:"envVars"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -178,7 +182,22 @@ func main() {
 			return
 		}
 		current = token
+		for k, v := range body.EnvVars {
+			envVars[k] = v
+		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	// GET /envs: the environment /init set, as a JSON object, like envd's
+	// (the code interpreter's API server reads it for every context).
+	mux.HandleFunc("/envs", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(envVars)
 	})
 	addr := fmt.Sprintf("0.0.0.0:%d", *port)
 	log.Printf("envd-standin %s (test stand-in, not envd) listening on %s", version, addr)

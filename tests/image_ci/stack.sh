@@ -6,17 +6,30 @@
 #
 # Mounts /proc, /tmp, /home (with user's home), /dev and /dev/shm into TREE, serves a
 # stand-in envd /envs on 127.0.0.1:49983 (the API server calls it), starts
-# Jupyter and then the API server as uid 1000, and waits for each to answer.
-# Returns non-zero if the API server never answers /health.
+# Jupyter and then the API server as uid 1000, each with its unit's own
+# ExecStart=, Environment= and WorkingDirectory= (unit_cmd.py), and waits for
+# each to answer. Returns non-zero if the API server never answers /health.
+# The steps are functions of their own, for tests that need one at a time.
+
+E2B_CI_STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 e2b_ci_as_user() {
 	chroot --userspec=1000:1000 "$E2B_CI_TREE" /usr/bin/env -i HOME=/home/user PATH=/usr/bin:/bin \
 		PYTHONPATH=/usr/lib/e2b-code-interpreter/python "$@"
 }
 
-start_e2b_ci_stack() {
+# e2b_ci_unit_as_user UNIT [VAR=VALUE…]: UNIT's ExecStart= from the tree as
+# uid 1000, as systemd would, with extra environment if given.
+e2b_ci_unit_as_user() {
+	local unit=$1 cmd
+	shift
+	cmd=$(/usr/bin/python3 "$E2B_CI_STACK_DIR/unit_cmd.py" "$E2B_CI_TREE" "$unit") || return 1
+	[ $# -eq 0 ] || cmd=${cmd/exec env -i /exec env -i $* }
+	exec chroot --userspec=1000:1000 "$E2B_CI_TREE" /bin/sh -c "$cmd"
+}
+
+mount_e2b_ci_tree() {
 	E2B_CI_TREE=$1
-	local logs=$2 i
 	ip link set lo up
 	mount -t proc proc "$E2B_CI_TREE/proc"
 	mount -t tmpfs tmpfs "$E2B_CI_TREE/tmp"
@@ -33,13 +46,42 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", 49983), H).serve_forever()' &
-	e2b_ci_as_user sh -c 'cd /home/user && exec python3 -m jupyter_server --config=/etc/jupyter/jupyter_server_config.py' \
-		> "$logs/jupyter.log" 2>&1 &
-	for i in $(seq 1 600); do curl -sf -o /dev/null http://127.0.0.1:8888/api/status && break; sleep 0.1; done
-	e2b_ci_as_user sh -c 'cd /usr/lib/e2b-code-interpreter/server && exec python3 -m uvicorn main:app --host 127.0.0.1 --port 49999 --workers 1 --no-access-log' \
-		> "$logs/server.log" 2>&1 &
-	for i in $(seq 1 900); do curl -sf -o /dev/null http://127.0.0.1:49999/health && return 0; sleep 0.1; done
+}
+
+# start_jupyter LOGDIR: Jupyter, waited for (60 s).
+start_jupyter() {
+	local i
+	(e2b_ci_unit_as_user jupyter.service) > "$1/jupyter.log" 2>&1 &
+	for i in $(seq 1 600); do curl -sf -o /dev/null http://127.0.0.1:8888/api/status && return 0; sleep 0.1; done
 	return 1
+}
+
+# start_api_server LOGDIR [VAR=VALUE…]: the API server in the background
+# (extra environment for it, e.g. a time-out), its pid in E2B_CI_SERVER_PID.
+start_api_server() {
+	local logs=$1
+	shift
+	(e2b_ci_unit_as_user code-interpreter.service "$@") >> "$logs/server.log" 2>&1 &
+	E2B_CI_SERVER_PID=$!
+}
+
+# wait_api_server [SECONDS]: until /health answers (0) or the server exits (1).
+wait_api_server() {
+	local i
+	for i in $(seq 1 $(( ${1:-90} * 10 ))); do
+		curl -sf -o /dev/null http://127.0.0.1:49999/health && return 0
+		kill -0 "$E2B_CI_SERVER_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+start_e2b_ci_stack() {
+	local logs=$2
+	mount_e2b_ci_tree "$1"
+	start_jupyter "$logs"
+	start_api_server "$logs"
+	wait_api_server 90
 }
 
 stop_e2b_ci_stack() {

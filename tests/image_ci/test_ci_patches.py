@@ -1,18 +1,22 @@
 """The code-interpreter tree: fetched through pinfetch (unpacked and verified by its tree pin), patched
 per os-image/e2b-ci/PATCHES, laid out for the image; a patch that no longer
 applies stops the build and is named."""
+import os
+import pathlib
+import py_compile
 import re
 import shutil
 
 import pytest
 
-from ci_helpers import FIXTURE, FLAVOR_DIR, prepare, run
+from ci_helpers import FIXTURE, FLAVOR_DIR, ROOT, prepare, run
 from ci_helpers import fixture_archive, flavor_copy, served_archive  # noqa: F401 (fixtures)
 
 PATCH_NAMES = [
     "0001-no-javascript-context-without-kernel.patch",
     "0002-jupyter-loopback-only.patch",
     "0003-ipython-startup-scripts-system-wide.patch",
+    "0004-default-context-bounded-no-leaked-kernels.patch",
 ]
 
 
@@ -24,6 +28,41 @@ def listed_patches(patches_file):
 def test_patches_file_lists_every_patch_with_a_reason():
     assert listed_patches(FLAVOR_DIR / "PATCHES") == PATCH_NAMES
     assert sorted(p.name for p in (FLAVOR_DIR / "patches").glob("*.patch")) == PATCH_NAMES
+
+
+# Upstream's tree at the pinned commit, beside the repository (CI and every
+# development machine; the same place tests/testimages.py looks).
+UPSTREAM_DIR = pathlib.Path(os.environ.get("E2B_UPSTREAM_DIR", ROOT.parent / "shared" / "upstream"))
+
+
+def upstream_archive():
+    lock = (ROOT / "recipes/code-interpreter.lock").read_text()
+    commit = re.search(r"^version\s*=\s*(\S+)", lock, re.M).group(1)
+    return UPSTREAM_DIR / f"code-interpreter-{commit}.tar.gz"
+
+
+def test_patches_apply_to_upstreams_real_tree(tmp_path):
+    """Every patch of PATCHES, in order, with --fuzz=0, on e2b-dev/code-interpreter
+    at the commit recipes/code-interpreter.lock pins; the result compiles."""
+    archive = upstream_archive()
+    if not archive.is_file():
+        pytest.skip(f"{archive}: absent (a clone without ../shared/upstream); "
+                    "PATCHES are then checked against the fixture only")
+    assert run(["tar", "-xzf", archive, "-C", tmp_path, "--no-same-owner"]).returncode == 0
+    (src,) = tmp_path.iterdir()
+    cp = run([FLAVOR_DIR / "apply-patches.sh", src])
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == [f"e2b-ci: applied {n}" for n in PATCH_NAMES]
+    server = src / "template/server"
+    for py in server.rglob("*.py"):
+        py_compile.compile(str(py), cfile=str(tmp_path / "pyc" / py.name), doraise=True)
+    main = (server / "main.py").read_text()
+    # 0004: both default contexts through the bounded, self-cleaning path;
+    # the kernel's websocket under the same time-out.
+    assert main.count("await e2b_startup.default_context(") == 2
+    assert 'await e2b_startup.remove_sessions(client, "left by an earlier start")' in main
+    assert "open_timeout=KERNEL_START_TIMEOUT" in (server / "messaging.py").read_text()
+    assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
 
 
 def test_fixture_says_it_is_a_stand_in():
@@ -55,7 +94,9 @@ def test_archive_through_pinfetch_then_prepare(tools, served_archive, tmp_path):
     prefix = extra / "usr/lib/e2b-code-interpreter"
     main = (prefix / "server/main.py").read_text()
     assert '/api/kernelspecs' in main
-    assert re.search(r'if "javascript" in kernelspecs.*:\n\s+javascript_context = await create_context', main)
+    assert re.search(r'if "javascript" in kernelspecs.*:\n\s+javascript_context = await e2b_startup.default_context\(\n'
+                     r'\s+create_context\(client, websockets, "javascript"', main)
+    assert (prefix / "server/e2b_startup.py").is_file()
     assert (prefix / "server/consts.py").is_file()
     assert (prefix / "python/e2b_charts/__init__.py").is_file()
     assert sorted(p.name for p in (prefix / "startup").iterdir()) == ["0002_data.py", "0003_images.py"]

@@ -1,0 +1,109 @@
+"""The boot checks' verdicts on hand-made probe reports (no boot): each
+new check must fail on exactly the report a broken image gives. The real
+boots are in test_boot.py."""
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import checks  # noqa: E402
+import vm  # noqa: E402
+
+G = vm.GUEST_ADDR
+M = vm.METADATA_ADDR
+
+
+def good_report(**over):
+    rep = {
+        "done": "1",
+        "net_config": "cmdline",
+        "test_listeners": f"{G}:49999,{G}:8888",
+        "listeners": "\n".join([
+            "tcp *:49983", f"tcp {M}:80", "tcp 0.0.0.0:18080", f"tcp {G}:49999", f"tcp {G}:8888",
+            "tcp 127.0.0.1:8888", "tcp 127.0.0.1:49999", "udp 127.0.0.53%lo:53"]),
+        "failed_units": "",
+        "pending_jobs": "",
+        "services": "\n".join([
+            "Id=envd.service ActiveState=active SubState=running NRestarts=0 Result=success",
+            "Id=code-interpreter.service ActiveState=active SubState=running NRestarts=0 Result=success",
+            "Id=jupyter.service ActiveState=active SubState=running NRestarts=0 Result=success",
+            "Id=e2b-test-probe.service ActiveState=activating SubState=start NRestarts=0 Result=success"]),
+    }
+    rep.update(over)
+    return rep
+
+
+def result(rep=None, net=None, boot="e2b-ci"):
+    targets = vm.GUARDED
+    return {"flavor": boot.split("-")[0] + "-" + boot.split("-")[1], "boot": boot,
+            "report": rep if rep is not None else good_report(),
+            "net": net if net is not None else {**{t: {"state": "timeout"} for t in targets},
+                                                f"{G}:18080": {"state": "open", "reply": "e2b-test-open-port"}}}
+
+
+def verdict(name, res):
+    return checks.checks_for(checks.variant_of(res))[name](res)[0]
+
+
+def test_good_report_passes_the_new_checks():
+    res = result()
+    for name in ["no_failed_units", "network_by_image", "listeners_allowed", "open_port_answers",
+                 "host_drops_envd", "host_drops_ci", "host_drops_jupyter", "host_drops_mmds"]:
+        assert verdict(name, res), (name, checks.checks_for(checks.variant_of(res))[name](res)[1])
+
+
+def test_refused_or_open_is_not_dropped():
+    for state in ("refused", "open", "error"):
+        net = result()["net"]
+        net[f"{G}:49999"] = {"state": state}
+        assert not verdict("host_drops_ci", result(net=net)), state
+
+
+def test_timeout_without_a_listener_is_not_a_drop():
+    rep = good_report(listeners="tcp *:49983\ntcp 0.0.0.0:18080", test_listeners="")
+    assert not verdict("host_drops_jupyter", result(rep))
+    assert not verdict("host_drops_mmds", result(rep))
+
+
+def test_api_server_on_every_address_is_not_allowed():
+    rep = good_report(listeners=good_report()["listeners"] + "\ntcp 0.0.0.0:49999",
+                      test_listeners=f"{G}:8888")
+    assert not verdict("listeners_allowed", result(rep))
+
+
+def test_probe_network_fallback_fails():
+    assert not verdict("network_by_image", result(good_report(net_config="probe")))
+
+
+def test_crash_loop_fails_no_failed_units():
+    looping = good_report(services=good_report()["services"].replace(
+        "Id=code-interpreter.service ActiveState=active SubState=running NRestarts=0",
+        "Id=code-interpreter.service ActiveState=active SubState=running NRestarts=2"))
+    assert not verdict("no_failed_units", result(looping))
+    stuck = good_report(services=good_report()["services"].replace(
+        "Id=jupyter.service ActiveState=active SubState=running",
+        "Id=jupyter.service ActiveState=activating SubState=auto-restart"))
+    assert not verdict("no_failed_units", result(stuck))
+
+
+def test_fail_closed_checks():
+    ok = {"done": "1", "envd_health_code": "000", "envd_health_tries": "200",
+          "listeners": "tcp 0.0.0.0:18080",
+          "guarded_units": "\n".join(
+              ["Id=envd-guard.service ActiveState=failed SubState=failed NRestarts=0 Result=exit-code "
+               "ActiveEnterTimestampMonotonic=0"] +
+              [f"Id={u} ActiveState=inactive SubState=dead NRestarts=0 Result=success "
+               "ActiveEnterTimestampMonotonic=0" for u in checks.GUARDED_UNITS])}
+    res = result(ok, boot="e2b-ci-guard-fails")
+    for name in ["guard_failed", "guarded_never_active", "warmup_fails", "nothing_listens_guarded"]:
+        assert verdict(name, res), name
+    started = dict(ok, guarded_units=ok["guarded_units"].replace(
+        "Id=envd.service ActiveState=inactive SubState=dead NRestarts=0 Result=success ActiveEnterTimestampMonotonic=0",
+        "Id=envd.service ActiveState=inactive SubState=dead NRestarts=0 Result=success "
+        "ActiveEnterTimestampMonotonic=5000000"))
+    assert not verdict("guarded_never_active", result(started, boot="e2b-ci-guard-fails"))
+    assert not verdict("warmup_fails", result(dict(ok, envd_health_code="204", envd_health_tries="3"),
+                                              boot="e2b-ci-guard-fails"))
+    assert not verdict("nothing_listens_guarded", result(dict(ok, listeners="tcp *:49983"),
+                                                         boot="e2b-ci-guard-fails"))
