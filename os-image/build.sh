@@ -130,9 +130,10 @@ ship() {
         ship "${unit%.socket}.service"
     fi
     for dep in $(sed -n 's/^\(Service\|Wants\|Requires\)=//p' "$top/units/$unit"); do
+        dep=${dep/@%i./@.}  # a template's instance (vsock-proxy@%i.service) ships as the template
         if [ -f "$top/units/$dep" ]; then
             ship "$dep"
-        elif grep -q "^Service=$dep\$" "$top/units/$unit"; then
+        elif grep -q "^Service=${dep/@./@%i.}\$\|^Service=$dep\$" "$top/units/$unit"; then
             die "unit $unit activates $dep: $top/units/$dep not found"
         fi
     done

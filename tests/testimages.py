@@ -275,9 +275,11 @@ def image(flavor: str) -> Built:
     """The session's build of FLAVOR, made on first use.
 
     e2b-rt: `make image` into out/test-image/ (tests/image builds a second
-    one itself to compare). e2b-ci: `make repro` into out/test-image-ci/, two
-    fresh builds compared by the Makefile; the first is the one returned, and
-    .cp says whether they matched."""
+    one itself to compare). e2b-ci: `make image` into out/test-image-ci/; with
+    upstream's whole Python stack two fresh e2b-ci builds cost more than
+    `make test` can afford on a 2-core machine, so tests/image_ci checks the
+    pack stage's determinism and `make repro flavor=e2b-ci` (two fresh builds)
+    is a gate of the image workflow, ci/image.yml."""
     if flavor == "e2b-rt":
         out = ROOT / "out" / "test-image"
         shutil.rmtree(out, ignore_errors=True)
@@ -285,7 +287,7 @@ def image(flavor: str) -> Built:
     if flavor == "e2b-ci":
         out = ROOT / "out" / "test-image-ci"
         shutil.rmtree(out, ignore_errors=True)
-        return Built(flavor, out / "repro" / flavor / "1", make(flavor, out, "repro"))
+        return Built(flavor, out / flavor, make(flavor, out, "image"))
     raise ValueError(f"unknown flavor {flavor!r}")
 
 
