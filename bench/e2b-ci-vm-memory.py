@@ -84,8 +84,8 @@ fi
 def add_bench_unit(wait):
     original = vm.build_payload
 
-    def build_payload(dest, flavor, kin, ci_tries):
-        original(dest, flavor, kin, ci_tries)
+    def build_payload(dest, variant, kin, ci_tries):
+        original(dest, variant, kin, ci_tries)
         units = dest / "systemd" / "system"
         (units / "e2b-bench-memory.service").write_text(UNIT)
         (units / "multi-user.target.wants" / "e2b-bench-memory.service").symlink_to(
@@ -117,8 +117,7 @@ def main():
     print(f"e2b-ci guest memory: {a.rootfs}, load {' '.join(open('/proc/loadavg').read().split()[:3])}")
     for mem in (int(s) for s in a.sizes.split(",")):
         cpus = 1 if mem <= 512 else 2
-        vm.SIZES["e2b-ci"] = (cpus, mem)
-        res = vm.boot("e2b-ci", a.rootfs, timeout=a.wait + 480)
+        res = vm.boot(vm.Variant("e2b-ci", f"bench-{mem}m", cpus, mem), a.rootfs, timeout=a.wait + 480)
         r = res.get("report", {})
         idle, imported = r.get("bench_idle_avail_kb"), r.get("bench_import_avail_kb")
         print(f"\n== {cpus} vCPU, {mem} MiB ({res.get('accel')}), host wall {res.get('host_wall_s')} s,"

@@ -2,6 +2,8 @@
 vsock_* keys (tests/boot/guest/vsock.sh). Merged into checks.py's tables."""
 from __future__ import annotations
 
+import json
+
 RSS_LIMIT_KB = 2048  # every relay process at most 2 MiB
 
 
@@ -62,7 +64,14 @@ def relay_rss(res):
 def ci_relay(res):
     rep = _rep(res)
     health, contexts = rep.get("vsock_ci_health", ""), rep.get("vsock_ci_contexts", "")
-    return ('"OK"' in health and '"python"' in contexts,
+    results = []
+    for line in rep.get("vsock_ci_execute", "").splitlines():
+        try:
+            results.append(json.loads(line))
+        except ValueError:
+            pass
+    two = any(r.get("type") == "result" and r.get("text") == "2" for r in results)
+    return ('"OK"' in health and '"python"' in contexts and two,
             f"through vsock 49999: /health -> {health[:60]!r}, /contexts -> {contexts[:120]!r}, "
             f"/execute 1+1 -> {rep.get('vsock_ci_execute', '')[:200]!r}")
 
