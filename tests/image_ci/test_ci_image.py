@@ -24,18 +24,13 @@ import time
 import pytest
 
 import testimages
-from ci_helpers import ROOT, run
+from ci_helpers import ROOT, e2b_ci_build, run
 
 
 @pytest.fixture(scope="module")
 def built():
     """The session's e2b-ci build, shared with tests/boot (tests/testimages.py)."""
-    if os.geteuid() != 0:
-        pytest.skip("image builds need root")
-    b = testimages.image("e2b-ci")
-    if not b.ok:
-        pytest.fail(b.failure())
-    return b
+    return e2b_ci_build()
 
 
 @pytest.fixture(scope="module")
