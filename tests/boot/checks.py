@@ -18,6 +18,13 @@ def _rep(res):
     return res.get("report", {})
 
 
+def report_intact(res):
+    """Every line the probe sent decoded; a value cut or garbled on the way
+    is left out of the report, and this names it."""
+    bad = _rep(res).get("undecodable", "")
+    return not bad, f"undecodable probe values: {bad}" if bad else "every probe value decoded"
+
+
 def booted(res):
     rep = _rep(res)
     return rep.get("done") == "1", res.get("error") or f"probe done after {res.get('host_wall_s')} s ({res.get('accel')})"
@@ -277,6 +284,7 @@ def _dropped_checks() -> dict:
 
 COMMON = {
     "booted": booted,
+    "report_intact": report_intact,
     "guard_check": guard_check,
     "envd_health": envd_health,
     "sandbox_id": sandbox_id,
@@ -295,6 +303,7 @@ STOP_GUARD = {"guard_stop_keeps_rules": guard_stop_keeps_rules}
 CI = {"ci_services": ci_services, "ci_execute": ci_execute, "ci_first_start": ci_first_start}
 FAIL_CLOSED = {
     "booted": booted,
+    "report_intact": report_intact,
     "guard_failed": guard_failed,
     "guarded_never_active": guarded_never_active,
     "warmup_fails": warmup_fails,

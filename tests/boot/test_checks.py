@@ -107,3 +107,32 @@ def test_fail_closed_checks():
                                               boot="e2b-ci-guard-fails"))
     assert not verdict("nothing_listens_guarded", result(dict(ok, listeners="tcp *:49983"),
                                                          boot="e2b-ci-guard-fails"))
+
+
+def test_report_read_mid_line_keeps_only_complete_lines():
+    """The host polls the serial log while the guest writes it: a *_b64
+    line cut mid-value is not a report line yet, and is not an error."""
+    listeners = vm.base64.b64encode(b"tcp *:49983\ntcp 0.0.0.0:18080").decode()
+    text = f"E2B-PROBE flavor=e2b-rt\r\nE2B-PROBE listeners_b64={listeners}\r\nE2B-PROBE done=1"
+    for cut in range(len(text) + 1):
+        rep = vm.parse_report(text[:cut])
+        assert "undecodable" not in rep, cut
+        assert "done" not in rep
+    rep = vm.parse_report(text + "\r\n")
+    assert rep["done"] == "1" and rep["listeners"] == "tcp *:49983\ntcp 0.0.0.0:18080"
+
+
+def test_undecodable_value_fails_its_readers_and_report_intact():
+    """A value garbled on a complete line (a character lost) is left out,
+    so nothing_listens_guarded cannot pass on it, and report_intact names it."""
+    listeners = vm.base64.b64encode(b"tcp *:49983").decode()
+    garbled = listeners[:5] + listeners[6:]
+    rep = vm.parse_report(f"E2B-PROBE listeners_b64={garbled}\nE2B-PROBE done=1\n")
+    assert "listeners" not in rep and rep["undecodable"] == "listeners"
+    res = result(dict(rep, envd_health_code="000", envd_health_tries="200"), boot="e2b-ci-guard-fails")
+    assert not verdict("nothing_listens_guarded", res)
+    assert not verdict("report_intact", res)
+    assert verdict("report_intact", result())
+    # A later, good copy of the key does not hide the bad one.
+    rep = vm.parse_report(f"E2B-PROBE listeners_b64={listeners}\nE2B-PROBE listeners_b64=%%%\n")
+    assert "listeners" not in rep and rep["undecodable"] == "listeners"
