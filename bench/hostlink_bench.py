@@ -30,7 +30,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "hostlink"))
-from harness import free_port  # noqa: E402
+from harness import free_port, recv_to_eof  # noqa: E402
 from hostlink_helpers import fake_vmm  # noqa: E402
 from relay_helpers import activated, wait_port  # noqa: E402
 
@@ -104,12 +104,7 @@ def throughput(port, inband):
         s.sendall(chunk[: min(len(chunk), GIB - sent)])
         sent += min(len(chunk), GIB - sent)
     s.shutdown(socket.SHUT_WR)
-    answer = b""
-    while True:
-        c = s.recv(64)
-        if not c:
-            break
-        answer += c
+    answer = recv_to_eof(s, 64)
     dt = time.perf_counter() - t0
     s.close()
     assert int(answer) == GIB, answer

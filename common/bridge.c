@@ -33,23 +33,65 @@ struct bridge {
 	struct direction dir[2];
 	bridge_done_fn done;
 	void *owner;
+	struct bridge_set *set;
+	struct bridge *prev, *next; /* in set->live, or next in set->retired */
+	bool ended;
 };
 
 /* Rounds per wakeup: keeps one fast stream from starving the others. */
 #define PUMP_ROUNDS 8
 
-static void bridge_free(struct bridge *b, int error)
+static void bridge_release(struct bridge *b)
 {
+	for (int i = 0; i < 2; i++)
+		free(b->dir[i].buf);
+	free(b);
+}
+
+/* Closes both sides and reports; the memory waits in set->retired, since
+ * the current epoll batch may still point at the other end. */
+static void bridge_end(struct bridge *b, int error)
+{
+	struct bridge_set *set = b->set;
+
 	for (int i = 0; i < 2; i++) {
 		if (b->end[i].registered)
 			epoll_ctl(b->epfd, EPOLL_CTL_DEL, b->fd[i], NULL);
+		b->end[i].registered = false;
 		if (b->fd[i] >= 0)
 			close(b->fd[i]);
-		free(b->dir[i].buf);
+		b->fd[i] = -1;
 	}
+	b->ended = true;
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		set->live = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	b->prev = NULL;
+	b->next = set->retired;
+	set->retired = b;
 	if (b->done)
 		b->done(b->owner, error, b->dir[0].total, b->dir[1].total);
-	free(b);
+}
+
+void bridge_set_reap(struct bridge_set *set)
+{
+	while (set->retired) {
+		struct bridge *b = set->retired;
+		set->retired = b->next;
+		bridge_release(b);
+	}
+}
+
+void bridge_set_close(struct bridge_set *set)
+{
+	while (set->live) {
+		set->live->done = NULL;
+		bridge_end(set->live, -ECANCELED);
+	}
+	bridge_set_reap(set);
 }
 
 /* Moves what it can from fd[d] to fd[!d] without blocking. */
@@ -131,6 +173,9 @@ static int on_events(struct io_handler *handler, uint32_t events)
 	struct bridge *b = e->bridge;
 	int r = 0;
 
+	if (b->ended) /* earlier in this batch */
+		return 0;
+
 	if (events & EPOLLERR) {
 		int err = 0;
 		socklen_t len = sizeof(err);
@@ -144,7 +189,7 @@ static int on_events(struct io_handler *handler, uint32_t events)
 	if (r == 0)
 		r = pump(b, 1);
 	if (r == 0 && b->dir[0].shut && b->dir[1].shut) {
-		bridge_free(b, 0);
+		bridge_end(b, 0);
 		return 0;
 	}
 	/* Both peers gone and still not done: nothing will ever wake us. */
@@ -153,12 +198,12 @@ static int on_events(struct io_handler *handler, uint32_t events)
 	if (r == 0)
 		r = update_interest(b);
 	if (r < 0)
-		bridge_free(b, r);
+		bridge_end(b, r);
 	return 0;
 }
 
 int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
-		 bridge_done_fn done, void *owner, struct bridge **out)
+		 bridge_done_fn done, void *owner, struct bridge_set *set)
 {
 	struct bridge *b = calloc(1, sizeof(*b));
 	int r;
@@ -170,6 +215,7 @@ int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
 		return b ? -EINVAL : -ENOMEM;
 	}
 	b->epfd = epfd;
+	b->set = set;
 	b->fd[0] = a;
 	b->fd[1] = b_fd;
 	b->done = done;
@@ -177,11 +223,15 @@ int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
 	for (int i = 0; i < 2; i++) {
 		b->end[i] = (struct end){ .handler.on_events = on_events, .bridge = b, .side = i };
 		b->dir[i].buf = malloc(BRIDGE_BUFFER_SIZE);
-		if (!b->dir[i].buf) {
-			b->done = NULL;
-			bridge_free(b, -ENOMEM);
-			return -ENOMEM;
-		}
+	}
+	b->next = set->live;
+	if (b->next)
+		b->next->prev = b;
+	set->live = b;
+	if (!b->dir[0].buf || !b->dir[1].buf) {
+		b->done = NULL;
+		bridge_end(b, -ENOMEM);
+		return -ENOMEM;
 	}
 	if (pre_len) {
 		memcpy(b->dir[0].buf, pre, pre_len);
@@ -190,10 +240,8 @@ int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
 	r = update_interest(b);
 	if (r < 0) {
 		b->done = NULL;
-		bridge_free(b, r);
+		bridge_end(b, r);
 		return r;
 	}
-	if (out)
-		*out = b;
 	return 0;
 }

@@ -18,6 +18,13 @@
 
 struct bridge;
 
+/* An owner's bridges. A bridge that ends mid-batch is only retired: the
+ * rest of the epoll batch may still hold its other end, so the memory stays
+ * until the owner calls bridge_set_reap() after the batch. Zero-initialise. */
+struct bridge_set {
+	struct bridge *live, *retired;
+};
+
 /* What the owner learns when a bridge ends (after both fds are closed).
  * `error` is 0 for an orderly end (both directions finished) or -errno. */
 typedef void (*bridge_done_fn)(void *owner, int error, uint64_t bytes_ab, uint64_t bytes_ba);
@@ -26,7 +33,14 @@ typedef void (*bridge_done_fn)(void *owner, int error, uint64_t bytes_ab, uint64
  * with epfd. `pre`/`pre_len`: bytes already read from a that must reach b
  * first (at most the buffer size). */
 int bridge_start(int epfd, int a, int b, const void *pre, size_t pre_len,
-		 bridge_done_fn done, void *owner, struct bridge **out);
+		 bridge_done_fn done, void *owner, struct bridge_set *set);
+
+/* Frees the bridges that ended; call it after each epoll batch. */
+void bridge_set_reap(struct bridge_set *set);
+
+/* Ends every live bridge without calling its done function (the owner is
+ * stopping), then frees them all. */
+void bridge_set_close(struct bridge_set *set);
 
 #define BRIDGE_BUFFER_SIZE (64u * 1024u)
 

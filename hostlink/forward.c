@@ -33,6 +33,7 @@ struct forwarder {
 	unsigned n_listeners;
 	unsigned active, max_connections;
 	int listening;
+	struct bridge_set bridges;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -101,7 +102,7 @@ static int on_accept(struct io_handler *handler, uint32_t events)
 			continue;
 		}
 		fw->active++;
-		int r = bridge_start(fw->epfd, TAKE_FD(client), guest, NULL, 0, bridge_ended, fw, NULL);
+		int r = bridge_start(fw->epfd, TAKE_FD(client), guest, NULL, 0, bridge_ended, fw, &fw->bridges);
 		if (r < 0) {
 			fw->active--;
 			log_error("%s: %s", l->name, strerror(-r));
@@ -170,7 +171,9 @@ int forward_run(const struct link *link, const struct forward_spec *specs, unsig
 			struct io_handler *h = events[i].data.ptr;
 			h->on_events(h, events[i].events);
 		}
+		bridge_set_reap(&fw.bridges);
 	}
+	bridge_set_close(&fw.bridges);
 	for (unsigned i = 0; i < fw.n_listeners; i++)
 		if (fw.listeners[i].fd >= 0)
 			close(fw.listeners[i].fd);

@@ -106,6 +106,7 @@ static int run(struct relay *relay)
 			if (r < 0)
 				return r;
 		}
+		bridge_set_reap(&relay->bridges);
 	}
 }
 

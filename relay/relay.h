@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "bridge.h"
 #include "ioloop.h"
 #include "policy.h"
 
@@ -29,6 +30,7 @@ struct relay {
 	struct relay_listener *listeners;
 	unsigned n_listeners;
 	int listening;                   /* 1 while accepting (under the limit) */
+	struct bridge_set bridges;       /* relayed connections */
 };
 
 /* Accepts what is waiting on listener fd (non-blocking) and starts sessions. */

@@ -8,6 +8,9 @@ vsock-relay_SRCS := relay/main.c relay/session.c relay/policy.c guard/args.c \
 UNITS += relay-handshake-test
 relay-handshake-test_SRCS := common/handshake_test.c common/handshake.c
 
+UNITS += bridge-test
+bridge-test_SRCS := common/bridge_test.c common/bridge.c
+
 UNITS += relay-policy-test
 relay-policy-test_SRCS := relay/policy_test.c relay/policy.c guard/args.c
 

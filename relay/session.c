@@ -160,7 +160,7 @@ static int on_connected(struct session *s)
 	unlink_pending(s);
 	free(s);
 	/* The connection stays counted until the bridge reports its end. */
-	int r = bridge_start(relay->epfd, client, target, rest_buf, rest, bridge_ended, relay, NULL);
+	int r = bridge_start(relay->epfd, client, target, rest_buf, rest, bridge_ended, relay, &relay->bridges);
 	if (r < 0) {
 		log_error("relay to 127.0.0.1: %s", strerror(-r));
 		connection_ended(relay);

@@ -92,6 +92,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def recv_to_eof(s: socket.socket, chunk: int = 65536, reset_is_eof: bool = False) -> bytes:
+    """Everything the peer sends until it closes (a reset too, if RESET_IS_EOF)."""
+    out = b""
+    while True:
+        try:
+            c = s.recv(chunk)
+        except ConnectionResetError:
+            if not reset_is_eof:
+                raise
+            break
+        if not c:
+            return out
+        out += c
+    return out
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
     """SIGTERM, then SIGKILL if it is still there after TIMEOUT; always reaped."""
     if proc.poll() is None:

@@ -10,7 +10,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
-from harness import free_port, stop_process  # noqa: E402
+from harness import free_port, recv_to_eof, stop_process  # noqa: E402
 from relay_helpers import wait_port  # noqa: E402
 
 FAKE = HERE / "fake_hybrid_vsock.py"
@@ -59,12 +59,7 @@ def http_get(port: int, path: str, timeout=10.0) -> tuple:
     """(status, body) of GET http://127.0.0.1:PORT/PATH with Connection: close."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
+        data = recv_to_eof(s)
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body
 

@@ -6,12 +6,9 @@ import hashlib
 import http.server
 import json
 import os
-import pathlib
 import subprocess
 import threading
 import time
-
-import pytest
 
 from harness import stop_process
 from image_helpers import (  # noqa: F401  (fixtures are used by name)

@@ -16,10 +16,6 @@ shared with tests/image.
 import configparser
 import json
 import os
-import pathlib
-import shutil
-import subprocess
-import time
 
 import pytest
 

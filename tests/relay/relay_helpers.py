@@ -8,7 +8,7 @@ import subprocess
 import threading
 import time
 
-from harness import free_port, stop_process
+from harness import free_port, recv_to_eof, stop_process
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -64,6 +64,7 @@ class LoopbackServer:
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.received = []
+        self.connections = 0
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self):
@@ -75,6 +76,7 @@ class LoopbackServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn):
+        self.connections += 1
         with conn:
             if self.mode == "http":
                 data = b""
@@ -86,12 +88,7 @@ class LoopbackServer:
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
                              % (len(self.body), self.body))
             else:
-                data = b""
-                while True:
-                    c = conn.recv(65536)
-                    if not c:
-                        break
-                    data += c
+                data = recv_to_eof(conn)
                 self.received.append(data)
                 conn.sendall(b"echo:" + data)
 
@@ -105,13 +102,4 @@ def exchange(port: int, data: bytes, timeout=10.0, half_close=True) -> bytes:
         s.sendall(data)
         if half_close:
             s.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            try:
-                c = s.recv(65536)
-            except ConnectionResetError:
-                break
-            if not c:
-                break
-            out += c
-        return out
+        return recv_to_eof(s, reset_is_eof=True)
