@@ -9,7 +9,7 @@ import json
 
 import vsock_checks
 
-from vm import GUARDED, METADATA_ADDR, OPEN_PORT, VARIANTS, Variant
+from vm import BROKEN, GUARDED, METADATA_ADDR, OPEN_PORT, VARIANTS, Variant
 
 WARMUP_TRIES = 200  # the pool warmup: 200 x 50 ms (ci/templates.py uses the same)
 
@@ -320,7 +320,7 @@ def checks_for(v: Variant) -> dict:
 
 
 def variant_of(res) -> Variant:
-    return next(v for v in VARIANTS if v.id == res["boot"])
+    return next(v for v in VARIANTS + BROKEN if v.id == res["boot"])
 
 
 def evaluate(res):

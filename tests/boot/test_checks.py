@@ -136,3 +136,11 @@ def test_undecodable_value_fails_its_readers_and_report_intact():
     # A later, good copy of the key does not hide the bad one.
     rep = vm.parse_report(f"E2B-PROBE listeners_b64={listeners}\nE2B-PROBE listeners_b64=%%%\n")
     assert "listeners" not in rep and rep["undecodable"] == "listeners"
+
+
+def test_broken_variants_are_by_hand_and_judged_by_the_normal_checks():
+    v = vm.variant("e2b-ci", "broken-open")
+    assert v not in vm.VARIANTS  # make test never boots it
+    assert checks.checks_for(v) == checks.checks_for(vm.variant("e2b-ci"))
+    for conf in vm.BROKEN_DROPINS[v.mode].values():
+        assert (vm.GUEST / conf).is_file(), conf

@@ -84,14 +84,23 @@ VARIANTS = [
     Variant("e2b-ci", "512m", 1, 512, timeout=600.0),
     Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails"),
 ]
+# Deliberately broken images, booted by hand (`vm.py --variant NAME`), never
+# by make test: the normal checks must fail on them. broken-open: the guard
+# installs nothing and the API server binds 0.0.0.0 without its address
+# filter (test drop-ins, guest/e2b-test-broken-*.conf).
+BROKEN = [
+    Variant("e2b-ci", "broken-open", 2, 1024, mode="broken-open", timeout=600.0),
+]
+BROKEN_DROPINS = {"broken-open": {"envd-guard.service.d": "e2b-test-broken-guard-off.conf",
+                                  "code-interpreter.service.d": "e2b-test-broken-api-open.conf"}}
 
 
 def variant(flavor: str, name: str = "default") -> Variant:
-    for v in VARIANTS:
+    for v in VARIANTS + BROKEN:
         if (v.flavor, v.name) == (flavor, name):
             return v
     raise ValueError(f"no boot variant {name!r} of {flavor!r}: one of "
-                     f"{[v.id for v in VARIANTS]}")
+                     f"{[v.id for v in VARIANTS + BROKEN]}")
 
 MODULES = [
     "virtio_pci", "virtio_blk", "virtio_net", "ext4", "qemu_fw_cfg",
@@ -225,6 +234,9 @@ def install_units(units: pathlib.Path, v: Variant) -> None:
         d = units / "envd-guard.service.d"
         d.mkdir()
         shutil.copy(GUEST / "e2b-test-guard-fails.conf", d / "e2b-test-guard-fails.conf")
+    for dropin_dir, conf in BROKEN_DROPINS.get(v.mode, {}).items():
+        (units / dropin_dir).mkdir(exist_ok=True)
+        shutil.copy(GUEST / conf, units / dropin_dir / conf)
 
 
 def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> None:
@@ -554,7 +566,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--flavor", default="e2b-rt")
     ap.add_argument("--variant", default="default",
-                    help="which boot: " + ", ".join(sorted({v.name for v in VARIANTS})))
+                    help="which boot: " + ", ".join(sorted({v.name for v in VARIANTS + BROKEN})))
     ap.add_argument("--rootfs", type=pathlib.Path)
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("E2B_BOOT_TIMEOUT", 0)) or None,
                     help="seconds (default: the variant's)")
