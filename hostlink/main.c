@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,12 +219,18 @@ static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 	do {
 		struct link link = *base;
 		int64_t left = deadline - io_now_ms();
-		link.timeout_ms = left < 2000 ? (int)(left > 1 ? left : 1) : 2000;
+		bool clipped = left < 2000; /* the budget, not the guest, sets this attempt's time-out */
+		char attempt[sizeof(why)];
+		int r;
+
+		link.timeout_ms = clipped ? (int)(left > 1 ? left : 1) : 2000;
 		tries++;
-		_cleanup_close_ int fd = link_open_loopback(&link, port, why, sizeof(why));
+		_cleanup_close_ int fd = link_open_loopback(&link, port, attempt, sizeof(attempt));
+		r = fd;
 		if (fd >= 0) {
 			struct http_response resp;
-			if (http_exchange(fd, "GET", "/health", NULL, 0, link.timeout_ms, &resp, why, sizeof(why)) == 0) {
+			r = http_exchange(fd, "GET", "/health", NULL, 0, link.timeout_ms, &resp, attempt, sizeof(attempt));
+			if (r == 0) {
 				int status = resp.status;
 				http_response_free(&resp);
 				if (status == want) {
@@ -231,9 +238,13 @@ static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 						link_name(base), port, status, tries);
 					return 0;
 				}
-				snprintf(why, sizeof(why), "GET /health answered %d, not %d", status, want);
+				snprintf(attempt, sizeof(attempt), "GET /health answered %d, not %d", status, want);
 			}
 		}
+		/* An attempt the budget cut short says nothing about the guest:
+		 * the last real answer is what the user needs to read. */
+		if (!(clipped && r == -ETIMEDOUT && tries > 1))
+			snprintf(why, sizeof(why), "%s", attempt);
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
 	} while (io_now_ms() < deadline);

@@ -8,6 +8,7 @@ import pathlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -134,6 +135,41 @@ def test_wait_not_204(tools, tmp_path):
     finally:
         srv.close()
     assert cp.returncode == 1 and "GET /health answered 200, not 204" in cp.stderr, cp.stderr
+
+
+def test_wait_reports_the_last_real_answer_not_a_cut_short_attempt(tools, tmp_path):
+    """The first GET gets 200; every later one hangs, and the 1 s budget
+    cuts those attempts short. The report names the 200, not the time-out the
+    budget caused (it used to, and test_wait_not_204 flaked on it)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+
+    def serve():
+        first = True
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            if first:
+                c.recv(4096)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                c.close()
+                first = False
+            else:
+                held.append(c)  # never answered
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{srv.getsockname()[1]}"}) as uds:
+            cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "1", "wait")
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+    assert cp.returncode == 1 and held, cp.stderr
+    assert "last: GET /health answered 200, not 204" in cp.stderr, cp.stderr
 
 
 # ---------------------------------------------------------------- errors ---
