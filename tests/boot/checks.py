@@ -171,12 +171,18 @@ def _dropped(target):
     """From the host, TARGET (address:port) must time out: dropped. A refusal
     means the packet got through to a closed port; an answer, to a listener.
     Something must listen on TARGET (the image's service or the probe's test
-    listener), so the time-out measures the drop and not a missing address."""
+    listener), so the time-out measures the drop and not a missing address;
+    and for the MMDS alias, which mmds.socket binds with FreeBind, the alias
+    must be on lo, or the packet dies for want of the address."""
+    addr = target.rsplit(":", 1)[0]
+
     def check(res):
         r = res.get("net", {}).get(target, {})
         listening = [l for l in parse_listeners(_rep(res).get("listeners", "")) if _covers(l, target)]
-        return (r.get("state") == "timeout" and bool(listening),
-                f"host -> {target}: {r.get('state')}; listening in the guest: {listening}")
+        present = addr != METADATA_ADDR or f" {addr}/32 " in _rep(res).get("lo_addr", "")
+        return (r.get("state") == "timeout" and bool(listening) and present,
+                f"host -> {target}: {r.get('state')}; listening in the guest: {listening}"
+                + ("" if present else f"; {addr} is not on lo: {_rep(res).get('lo_addr', '')[:200]!r}"))
     return check
 
 

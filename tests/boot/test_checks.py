@@ -18,6 +18,8 @@ def good_report(**over):
     rep = {
         "done": "1",
         "net_config": "cmdline",
+        "lo_addr": f"1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
+                   f"1: lo    inet {M}/32 scope host lo\\       valid_lft forever preferred_lft forever",
         "test_listeners": f"{G}:49999,{G}:8888",
         "listeners": "\n".join([
             "tcp *:49983", f"tcp {M}:80", "tcp 0.0.0.0:18080", f"tcp {G}:49999", f"tcp {G}:8888",
@@ -58,6 +60,14 @@ def test_refused_or_open_is_not_dropped():
         net = result()["net"]
         net[f"{G}:49999"] = {"state": state}
         assert not verdict("host_drops_ci", result(net=net)), state
+
+
+def test_mmds_timeout_without_the_alias_on_lo_is_not_a_drop():
+    """The broken-open boot (guard off) timed out on the alias only because
+    nothing had put the address on lo; that is no proof of a drop."""
+    rep = good_report(lo_addr="1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever")
+    assert not verdict("host_drops_mmds", result(rep))
+    assert verdict("host_drops_mmds", result())
 
 
 def test_timeout_without_a_listener_is_not_a_drop():

@@ -122,6 +122,7 @@ section_net() {
 	fi
 	report net_config "$how"
 	report_b64 net_addr_b64 "$(ip -4 -o addr show dev "$E2B_TEST_IFACE" 2>&1)"
+	report_b64 lo_addr_b64 "$(ip -4 -o addr show dev lo 2>&1)"
 	report httpd_local_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:18080/index.html)"
 }
 
