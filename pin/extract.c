@@ -19,6 +19,7 @@
 
 #include "fileio.h"
 #include "cleanup.h"
+#include "nar_stream.h"
 
 struct unpack {
 	struct archive *a;
@@ -30,7 +31,7 @@ struct unpack {
 	uint64_t entries, bytes;
 	char parent_path[4096];     /* the last parent directory opened, relative to root */
 	int parent_fd;
-	unsigned char *buf;
+	struct nar_stream *stream;  /* fed the entries as they land, or NULL */
 };
 
 static int refuse(struct unpack *u, const char *entry, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -167,9 +168,9 @@ static int count_bytes(struct unpack *u, const char *entry, uint64_t add)
 	return 0;
 }
 
-static int write_file(struct unpack *u, struct archive_entry *e, const char *entry, int dirfd, const char *leaf)
+static int write_file(struct unpack *u, struct archive_entry *e, const char *entry, int dirfd, const char *leaf,
+		      bool exec)
 {
-	bool exec = archive_entry_mode(e) & S_IXUSR;
 	_cleanup_close_ int fd = openat(dirfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	uint64_t end = 0, declared = archive_entry_size_is_set(e) ? (uint64_t)archive_entry_size(e) : 0;
 	const void *block;
@@ -192,6 +193,7 @@ static int write_file(struct unpack *u, struct archive_entry *e, const char *ent
 				return r;
 			end = block_end;
 		}
+		nar_stream_data(u->stream, (uint64_t)offset, block, len);
 		const char *p = block;
 		while (len > 0) {
 			ssize_t n = pwrite(fd, p, len, offset);
@@ -206,6 +208,7 @@ static int write_file(struct unpack *u, struct archive_entry *e, const char *ent
 	}
 	if (r != ARCHIVE_EOF)
 		return refuse(u, entry, "cannot be read: %s", archive_error_string(u->a));
+	nar_stream_file_end(u->stream);
 	if (declared > end && ftruncate(fd, (off_t)declared) < 0) /* a trailing hole */
 		return -errno;
 	if (fchmod(fd, exec ? 0755 : 0644) < 0)
@@ -276,20 +279,32 @@ static int unpack_entry(struct unpack *u, struct archive_entry *e)
 		return 0;
 	}
 	if (archive_entry_hardlink(e) || type == AE_IFREG || type == AE_IFLNK) {
+		/* On disk a file is 0755 when its owner may execute it, else 0644:
+		 * the walk and the stream see the same bit. */
+		bool exec = archive_entry_mode(e) & S_IXUSR;
+		const char *target = archive_entry_symlink(e) ? archive_entry_symlink(e) : "";
+		if (archive_entry_hardlink(e))
+			nar_stream_abandon(u->stream, rest, "is a hardlink");
+		else if (type == AE_IFREG)
+			nar_stream_file(u->stream, rest, exec, archive_entry_size_is_set(e),
+					(uint64_t)archive_entry_size(e));
+		else
+			nar_stream_symlink(u->stream, rest, target);
 		split_leaf(rest, &dir, &leaf);
 		if ((r = open_dir_beneath(u, entry, dir, &dirfd)) < 0)
 			return r;
 		if (archive_entry_hardlink(e))
 			return make_hardlink(u, e, entry, dirfd, leaf);
 		if (type == AE_IFREG)
-			return write_file(u, e, entry, dirfd, leaf);
-		if (symlinkat(archive_entry_symlink(e) ? archive_entry_symlink(e) : "", dirfd, leaf) < 0)
+			return write_file(u, e, entry, dirfd, leaf, exec);
+		if (symlinkat(target, dirfd, leaf) < 0)
 			return errno == EEXIST ? refuse(u, entry, "appears twice in the archive")
 			     : errno == ENOENT ? refuse(u, entry, "is a symlink with an empty target") : -errno;
 		return 0;
 	}
 	switch (type) {
 	case AE_IFDIR:
+		nar_stream_directory(u->stream, rest);
 		return make_dir(u, entry, rest);
 	case AE_IFCHR:
 	case AE_IFBLK:
@@ -424,10 +439,10 @@ static void inflater_stop(struct inflater *inf, int in)
 		archive_read_free(inf->raw);
 }
 
-int extract_archive(int fd, const char *dest, const struct extract_limits *lim, char **tmp_out,
-		    struct extract_error *err)
+int extract_archive(int fd, const char *dest, const struct extract_limits *lim, struct nar_stream *stream,
+		    char **tmp_out, struct extract_error *err)
 {
-	struct unpack u = { .lim = lim, .err = err, .root = -1, .parent_fd = -1 };
+	struct unpack u = { .lim = lim, .err = err, .root = -1, .parent_fd = -1, .stream = stream };
 	struct inflater inf = { .out = -1 };
 	_cleanup_free_ char *tmp = NULL;
 	int in = -1, r;

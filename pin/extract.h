@@ -30,14 +30,17 @@ struct extract_error {
 	char msg[256];    /* what is wrong with it */
 };
 
+struct nar_stream;
+
 /* Unpacks the archive read from fd into a new directory beside dest
  * (".NAME.tree-XXXXXX" in dest's directory, which must exist) and returns its
- * path in *tmp_out (malloc'ed). The caller hashes it, then renames it into
- * place or removes it with extract_remove_tree(). -EMEDIUMTYPE: not an
- * archive at all; -EBADMSG: the archive is refused or broken (err says why);
- * other -errno: the local file system. */
-int extract_archive(int fd, const char *dest, const struct extract_limits *lim, char **tmp_out,
-		    struct extract_error *err);
+ * path in *tmp_out (malloc'ed). Every entry is also fed, as it lands on disk,
+ * to stream (nar_stream.h) unless that is NULL. The caller hashes the tree,
+ * then renames it into place or removes it with extract_remove_tree().
+ * -EMEDIUMTYPE: not an archive at all; -EBADMSG: the archive is refused or
+ * broken (err says why); other -errno: the local file system. */
+int extract_archive(int fd, const char *dest, const struct extract_limits *lim, struct nar_stream *stream,
+		    char **tmp_out, struct extract_error *err);
 
 /* rm -rf that never follows a symlink; a missing path is not an error. */
 int extract_remove_tree(const char *path);

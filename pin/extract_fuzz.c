@@ -1,5 +1,6 @@
 /* libFuzzer target for the hand-written parsers of tree pins: archive entry
- * paths (extract_split_path) and the lock's "sha256-<base64>" (lock_parse_tree_sha256). */
+ * paths (extract_split_path, then the NAR stream's placing of each line as
+ * an entry) and the lock's "sha256-<base64>" (lock_parse_tree_sha256). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "extract.h"
 #include "lock.h"
 #include "nar.h"
+#include "nar_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -30,6 +32,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (!why) {
 		abort();
 	}
+	/* Every line as an entry's path, alternately a directory and a file. */
+	struct nar_stream *stream = nar_stream_new();
+	const char *reason;
+	int i = 0;
+	for (char *line = strtok(s, "\n"); stream && line; line = strtok(NULL, "\n"), i++) {
+		if (extract_split_path(line, top, sizeof(top), rest, sizeof(rest), &why) < 0 || !rest[0])
+			continue;
+		if (i % 2) {
+			nar_stream_directory(stream, rest);
+		} else {
+			nar_stream_file(stream, rest, i % 4 == 0, true, 1);
+			nar_stream_data(stream, 0, "x", 1);
+			nar_stream_file_end(stream);
+		}
+	}
+	if (stream)
+		nar_stream_finish(stream, d, &reason);
+	nar_stream_free(stream);
 	if (lock_parse_tree_sha256((const char *)data, size, d) == 0) {
 		nar_sri(d, sri);
 		if (size != strlen(sri) || memcmp(sri, data, size) != 0)

@@ -16,6 +16,8 @@
 #include <archive_entry.h>
 
 #include "extract.h"
+#include "nar.h"
+#include "nar_stream.h"
 #include "tap.h"
 
 struct spec {
@@ -80,12 +82,37 @@ static int count_entries(const char *dir)
 static char dir[64], dest[128];
 static const struct extract_limits limits = { 100, 1 << 16 };
 
+/* Unpacks with a stream beside: whether it completed (its reason if not in
+ * why) and whether its digest is the walk's of the unpacked tree. */
+static bool unpack_streamed(const struct spec *s, size_t n, bool *same, char *why, size_t why_len)
+{
+	struct nar_stream *stream = nar_stream_new();
+	unsigned char streamed[NAR_DIGEST_SIZE], walked[NAR_DIGEST_SIZE];
+	struct extract_error err;
+	struct nar_error nerr;
+	const char *reason = "";
+	char *tmp = NULL;
+	int fd = make_archive(s, n), r = extract_archive(fd, dest, &limits, stream, &tmp, &err), root;
+	bool done = r == 0 && nar_stream_finish(stream, streamed, &reason) == 0;
+
+	close(fd);
+	snprintf(why, why_len, "%s", r < 0 ? err.msg : reason);
+	root = tmp ? open(tmp, O_RDONLY | O_DIRECTORY) : -1;
+	*same = done && root >= 0 && nar_hash_dirfd(root, walked, &nerr) == 0 && !memcmp(streamed, walked, NAR_DIGEST_SIZE);
+	if (root >= 0)
+		close(root);
+	extract_remove_tree(tmp);
+	free(tmp);
+	nar_stream_free(stream);
+	return done;
+}
+
 static void refused(const char *what, const struct spec *s, size_t n, const char *entry, const struct extract_limits *lim)
 {
 	struct extract_error err;
 	char *tmp = NULL;
 	int fd = make_archive(s, n);
-	int r = extract_archive(fd, dest, lim ? lim : &limits, &tmp, &err);
+	int r = extract_archive(fd, dest, lim ? lim : &limits, NULL, &tmp, &err);
 
 	close(fd);
 	if (!ok(r == -EBADMSG && !strcmp(err.entry, entry), "%s: refused, naming \"%s\"", what, entry))
@@ -125,7 +152,7 @@ int main(void)
 	int fd = make_archive(R(D("top/"), F("top/a", "hello\n"), { "top/bin", AE_IFREG, 0775, "#!/bin/sh\n", NULL, -1 },
 				{ "top/l", AE_IFLNK, 0777, "a", NULL, -1 }, { "top/h", AE_IFREG, 0644, NULL, "top/a", 0 },
 				D("top/empty"), F("top/deep/er/f", "x"), { "top/sparse", AE_IFREG, 0644, "", NULL, 0 }));
-	int r = extract_archive(fd, dest, &limits, &tmp, &err);
+	int r = extract_archive(fd, dest, &limits, NULL, &tmp, &err);
 	close(fd);
 	if (!ok(r == 0 && tmp, "good archive unpacked"))
 		printf("# r=%d %s: %s\n", r, err.entry, err.msg);
@@ -149,6 +176,24 @@ int main(void)
 		free(tmp);
 		tmp = NULL;
 	}
+
+	/* The stream fed by the unpacking: used for entries in NAR order, with
+	 * multi-block files, executables, symlinks and implicit directories. */
+	static char large[60000]; /* several data blocks, under the cap */
+	for (size_t i = 0; i + 1 < sizeof(large); i++)
+		large[i] = (char)('a' + i * 7919 % 26);
+	bool same;
+	char reason[1400];
+	ok(unpack_streamed(R(D("top/"), D("top/empty/"), F("top/foo/deep/f", large), { "top/foo/run", AE_IFREG, 0755, "x", NULL, -1 },
+			     F("top/foo-bar", ""), { "top/foo.txt", AE_IFREG, 0700, "t", NULL, -1 },
+			     { "top/link", AE_IFLNK, 0777, "foo/run", NULL, -1 }), &same, reason, sizeof(reason)) && same,
+	   "NAR order: hashed while unpacking, as the walk hashes it (%s)", reason);
+	ok(!unpack_streamed(R(D("top/"), F("top/foo-bar", ""), F("top/foo.txt", "t"), F("top/foo/x", "x")), &same, reason,
+			    sizeof(reason)) && strstr(reason, "entry \"foo/x\" is out of NAR order"),
+	   "git order: the stream is abandoned (%s)", reason);
+	ok(!unpack_streamed(R(D("top/"), F("top/a", "1"), { "top/b", AE_IFREG, 0644, NULL, "top/a", 0 }), &same, reason,
+			    sizeof(reason)) && strstr(reason, "entry \"b\" is a hardlink"),
+	   "a hardlink: the stream is abandoned (%s)", reason);
 
 	refused("absolute path", R(D("top/"), F("/etc/evil", "x")), "/etc/evil", NULL);
 	refused("dot-dot", R(D("top/"), F("top/../evil", "x")), "top/../evil", NULL);
@@ -183,7 +228,7 @@ int main(void)
 	off_t full = lseek(fd, 0, SEEK_END);
 	if (ftruncate(fd, full / 2) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return 2;
-	r = extract_archive(fd, dest, &limits, &tmp, &err);
+	r = extract_archive(fd, dest, &limits, NULL, &tmp, &err);
 	ok(r == -EBADMSG && !strcmp(err.entry, "top/a") && strstr(err.msg, "decompressed") && count_entries(dir) == 0,
 	   "truncated tar.gz: refused (%s: %s), nothing left", err.entry, err.msg);
 	close(fd);
@@ -191,7 +236,7 @@ int main(void)
 	fd = memfd_create("junk", MFD_CLOEXEC);
 	if (write(fd, "not an archive at all", 21) != 21 || lseek(fd, 0, SEEK_SET) < 0)
 		return 2;
-	ok(extract_archive(fd, dest, &limits, &tmp, &err) == -EMEDIUMTYPE && count_entries(dir) == 0,
+	ok(extract_archive(fd, dest, &limits, NULL, &tmp, &err) == -EMEDIUMTYPE && count_entries(dir) == 0,
 	   "not an archive: refused (%s), nothing left", err.msg);
 	close(fd);
 

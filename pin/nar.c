@@ -16,7 +16,7 @@
 #include "cleanup.h"
 
 struct nar {
-	EVP_MD_CTX *md;
+	struct nar_writer w;
 	struct nar_error *err;
 	char path[4096]; /* the node being hashed, relative to the root */
 	size_t path_len;
@@ -25,48 +25,129 @@ struct nar {
 
 enum { NAR_BUF = 1 << 17 };
 
-static int nar_bytes(struct nar *n, const void *p, size_t len)
+static int nar_bytes(struct nar_writer *w, const void *p, size_t len)
 {
-	return EVP_DigestUpdate(n->md, p, len) == 1 ? 0 : -EIO;
+	return EVP_DigestUpdate(w->md, p, len) == 1 ? 0 : -EIO;
 }
 
-static int nar_u64(struct nar *n, uint64_t v)
+static int nar_u64(struct nar_writer *w, uint64_t v)
 {
 	unsigned char le[8];
 
 	for (int i = 0; i < 8; i++)
 		le[i] = (unsigned char)(v >> (8 * i));
-	return nar_bytes(n, le, 8);
+	return nar_bytes(w, le, 8);
 }
 
-static int nar_pad(struct nar *n, uint64_t len)
+static int nar_pad(struct nar_writer *w, uint64_t len)
 {
 	static const unsigned char zero[8];
 
-	return len % 8 ? nar_bytes(n, zero, 8 - len % 8) : 0;
+	return len % 8 ? nar_bytes(w, zero, 8 - len % 8) : 0;
 }
 
-static int nar_str_len(struct nar *n, const char *s, size_t len)
+static int nar_str_len(struct nar_writer *w, const char *s, size_t len)
 {
-	int r = nar_u64(n, len);
+	int r = nar_u64(w, len);
 
 	if (r == 0)
-		r = nar_bytes(n, s, len);
-	return r == 0 ? nar_pad(n, len) : r;
+		r = nar_bytes(w, s, len);
+	return r == 0 ? nar_pad(w, len) : r;
 }
 
 /* A run of literal tokens, NULL-terminated. */
-static int nar_tokens(struct nar *n, ...)
+static int nar_tokens(struct nar_writer *w, ...)
 {
 	va_list ap;
 	const char *s;
 	int r = 0;
 
-	va_start(ap, n);
+	va_start(ap, w);
 	while (r == 0 && (s = va_arg(ap, const char *)))
-		r = nar_str_len(n, s, strlen(s));
+		r = nar_str_len(w, s, strlen(s));
 	va_end(ap);
 	return r;
+}
+
+int nar_writer_start(struct nar_writer *w)
+{
+	w->md = EVP_MD_CTX_new();
+	if (!w->md)
+		return -ENOMEM;
+	if (EVP_DigestInit_ex(w->md, EVP_sha256(), NULL) != 1)
+		return -EIO;
+	return nar_tokens(w, "nix-archive-1", NULL);
+}
+
+int nar_writer_finish(struct nar_writer *w, unsigned char digest[NAR_DIGEST_SIZE])
+{
+	unsigned int len = 0;
+
+	if (EVP_DigestFinal_ex(w->md, digest, &len) != 1 || len != NAR_DIGEST_SIZE)
+		return -EIO;
+	return 0;
+}
+
+void nar_writer_free(struct nar_writer *w)
+{
+	EVP_MD_CTX_free(w->md);
+	w->md = NULL;
+}
+
+int nar_entry_begin(struct nar_writer *w, const char *name, size_t len)
+{
+	int r = nar_tokens(w, "entry", "(", "name", NULL);
+
+	if (r == 0)
+		r = nar_str_len(w, name, len);
+	return r == 0 ? nar_tokens(w, "node", NULL) : r;
+}
+
+int nar_entry_end(struct nar_writer *w)
+{
+	return nar_tokens(w, ")", NULL);
+}
+
+int nar_node_end(struct nar_writer *w)
+{
+	return nar_tokens(w, ")", NULL);
+}
+
+int nar_directory_begin(struct nar_writer *w)
+{
+	return nar_tokens(w, "(", "type", "directory", NULL);
+}
+
+int nar_regular_begin(struct nar_writer *w, int executable, uint64_t size)
+{
+	int r = nar_tokens(w, "(", "type", "regular", NULL);
+
+	if (r == 0 && executable)
+		r = nar_tokens(w, "executable", "", NULL);
+	if (r == 0)
+		r = nar_tokens(w, "contents", NULL);
+	return r == 0 ? nar_u64(w, size) : r;
+}
+
+int nar_contents(struct nar_writer *w, const void *p, size_t len)
+{
+	return nar_bytes(w, p, len);
+}
+
+int nar_regular_end(struct nar_writer *w, uint64_t size)
+{
+	int r = nar_pad(w, size);
+
+	return r == 0 ? nar_node_end(w) : r;
+}
+
+int nar_symlink_node(struct nar_writer *w, const char *target, size_t len)
+{
+	int r = nar_tokens(w, "(", "type", "symlink", "target", NULL);
+
+	if (r == 0)
+		r = nar_str_len(w, target, len);
+	return r == 0 ? nar_node_end(w) : r;
 }
 
 /* Records the failing node's path for the message and passes r through. */
@@ -80,25 +161,18 @@ static int nar_fail(struct nar *n, int r)
 static int nar_regular(struct nar *n, int fd, const struct stat *st)
 {
 	uint64_t left = (uint64_t)st->st_size;
-	int r;
+	int r = nar_regular_begin(&n->w, (st->st_mode & S_IXUSR) != 0, left);
 
-	r = nar_tokens(n, "type", "regular", NULL);
-	if (r == 0 && (st->st_mode & S_IXUSR))
-		r = nar_tokens(n, "executable", "", NULL);
-	if (r == 0)
-		r = nar_tokens(n, "contents", NULL);
-	if (r == 0)
-		r = nar_u64(n, left);
 	while (r == 0 && left > 0) {
 		ssize_t got = read(fd, n->buf, left < NAR_BUF ? (size_t)left : NAR_BUF);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0) /* an error, or the file shrank under us */
 			return nar_fail(n, got < 0 ? -errno : -ESTALE);
-		r = nar_bytes(n, n->buf, (size_t)got);
+		r = nar_contents(&n->w, n->buf, (size_t)got);
 		left -= (uint64_t)got;
 	}
-	return r == 0 ? nar_pad(n, (uint64_t)st->st_size) : r;
+	return r == 0 ? nar_regular_end(&n->w, (uint64_t)st->st_size) : r;
 }
 
 static int nar_symlink(struct nar *n, int parent, const char *name, const struct stat *st)
@@ -119,8 +193,7 @@ static int nar_symlink(struct nar *n, int parent, const char *name, const struct
 			break;
 		cap *= 2;
 	}
-	int r = nar_tokens(n, "type", "symlink", "target", NULL);
-	return r == 0 ? nar_str_len(n, target, (size_t)len) : r;
+	return nar_symlink_node(&n->w, target, (size_t)len);
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -194,7 +267,7 @@ static int nar_directory(struct nar *n, int fd, int depth)
 	r = list_sorted(dup_fd, &names, &count);
 	if (r < 0)
 		return nar_fail(n, r);
-	r = nar_tokens(n, "type", "directory", NULL);
+	r = nar_directory_begin(&n->w);
 	for (size_t i = 0; r == 0 && i < count; i++) {
 		size_t len = strlen(names[i]);
 		if (base + len + 2 > sizeof(n->path)) {
@@ -203,76 +276,56 @@ static int nar_directory(struct nar *n, int fd, int depth)
 		}
 		n->path_len = base + (base ? 1 : 0) + len;
 		snprintf(n->path + base, sizeof(n->path) - base, "%s%s", base ? "/" : "", names[i]);
-		r = nar_tokens(n, "entry", "(", "name", NULL);
-		if (r == 0)
-			r = nar_str_len(n, names[i], len);
-		if (r == 0)
-			r = nar_tokens(n, "node", NULL);
+		r = nar_entry_begin(&n->w, names[i], len);
 		if (r == 0)
 			r = nar_node(n, fd, names[i], depth + 1);
 		if (r == 0)
-			r = nar_tokens(n, ")", NULL);
+			r = nar_entry_end(&n->w);
 		n->path_len = base;
 		n->path[base] = '\0';
 	}
 	free_names(names, count);
-	return r;
+	return r == 0 ? nar_node_end(&n->w) : r;
 }
 
-/* One node: "(" type-specific ")" . name is relative to parent; "." for the root. */
+/* One node. name is relative to parent; "." for the root. */
 static int nar_node(struct nar *n, int parent, const char *name, int depth)
 {
 	struct stat st;
-	int r;
 
 	if (depth > NAR_MAX_DEPTH)
 		return nar_fail(n, -ELOOP);
 	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return nar_fail(n, -errno);
-	r = nar_tokens(n, "(", NULL);
-	if (r < 0)
-		return r;
-	if (S_ISLNK(st.st_mode)) {
-		r = nar_symlink(n, parent, name, &st);
-	} else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
-		int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0);
-		_cleanup_close_ int fd = openat(parent, name, flags);
-		struct stat again;
-		if (fd < 0)
-			return nar_fail(n, -errno);
-		/* The node must still be what fstatat saw (no swap in between). */
-		if (fstat(fd, &again) < 0 || again.st_ino != st.st_ino || again.st_dev != st.st_dev)
-			return nar_fail(n, -ESTALE);
-		r = S_ISDIR(st.st_mode) ? nar_directory(n, fd, depth) : nar_regular(n, fd, &again);
-	} else {
+	if (S_ISLNK(st.st_mode))
+		return nar_symlink(n, parent, name, &st);
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 		return nar_fail(n, -EINVAL); /* device, FIFO, socket: not in a NAR */
-	}
-	return r == 0 ? nar_tokens(n, ")", NULL) : r;
+	int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0);
+	_cleanup_close_ int fd = openat(parent, name, flags);
+	struct stat again;
+	if (fd < 0)
+		return nar_fail(n, -errno);
+	/* The node must still be what fstatat saw (no swap in between). */
+	if (fstat(fd, &again) < 0 || again.st_ino != st.st_ino || again.st_dev != st.st_dev)
+		return nar_fail(n, -ESTALE);
+	return S_ISDIR(st.st_mode) ? nar_directory(n, fd, depth) : nar_regular(n, fd, &again);
 }
 
 static int nar_hash_at(int parent, const char *name, unsigned char digest[NAR_DIGEST_SIZE], struct nar_error *err)
 {
 	struct nar n = { .err = err };
-	unsigned int len = 0;
 	int r;
 
 	if (err)
 		err->path[0] = '\0';
-	n.md = EVP_MD_CTX_new();
 	n.buf = malloc(NAR_BUF);
-	if (!n.md || !n.buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	r = EVP_DigestInit_ex(n.md, EVP_sha256(), NULL) == 1 ? 0 : -EIO;
-	if (r == 0)
-		r = nar_tokens(&n, "nix-archive-1", NULL);
+	r = n.buf ? nar_writer_start(&n.w) : -ENOMEM;
 	if (r == 0)
 		r = nar_node(&n, parent, name, 0);
-	if (r == 0 && (EVP_DigestFinal_ex(n.md, digest, &len) != 1 || len != NAR_DIGEST_SIZE))
-		r = -EIO;
-out:
-	EVP_MD_CTX_free(n.md);
+	if (r == 0)
+		r = nar_writer_finish(&n.w, digest);
+	nar_writer_free(&n.w);
 	free(n.buf);
 	return r;
 }

@@ -16,6 +16,7 @@
 #define PIN_NAR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define NAR_DIGEST_SIZE 32
 #define NAR_HEX_SIZE    65 /* 64 hex digits and a NUL */
@@ -28,6 +29,28 @@
 struct nar_error {
 	char path[4096];
 };
+
+/* The one NAR serializer, hashing as it writes: the walk of a finished tree
+ * below and the stream fed while unpacking (nar_stream.c) both emit their
+ * nodes through these calls, so the format exists once. A node is written
+ * as its _begin call, its children or contents, and nar_node_end(); a
+ * directory entry wraps its node in nar_entry_begin()/nar_entry_end().
+ * Every call returns 0 or -EIO (the digest failed). */
+struct nar_writer {
+	void *md; /* EVP_MD_CTX */
+};
+
+int nar_writer_start(struct nar_writer *w);  /* -ENOMEM, -EIO; "nix-archive-1" written */
+int nar_writer_finish(struct nar_writer *w, unsigned char digest[NAR_DIGEST_SIZE]);
+void nar_writer_free(struct nar_writer *w);  /* safe on a zeroed or finished writer */
+int nar_entry_begin(struct nar_writer *w, const char *name, size_t len);
+int nar_entry_end(struct nar_writer *w);
+int nar_directory_begin(struct nar_writer *w);
+int nar_regular_begin(struct nar_writer *w, int executable, uint64_t size);
+int nar_contents(struct nar_writer *w, const void *p, size_t len);
+int nar_regular_end(struct nar_writer *w, uint64_t size); /* the padding, then the node's end */
+int nar_symlink_node(struct nar_writer *w, const char *target, size_t len); /* a whole node */
+int nar_node_end(struct nar_writer *w);
 
 /* Hashes the tree rooted at dirfd (which the call does not close).
  * -ELOOP: nesting deeper than NAR_MAX_DEPTH; -EINVAL: a node that is not a

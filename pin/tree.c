@@ -11,6 +11,24 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "nar_stream.h"
+
+/* The tree's hash from the stream fed while unpacking when that completed,
+ * else from a walk of the unpacked tree at tmp (*root: its fd, or -1 when
+ * it could not be opened). */
+static int hash_unpacked(struct nar_stream *stream, const char *tmp, unsigned char got[NAR_DIGEST_SIZE], int *root,
+			 struct nar_error *nerr)
+{
+	const char *why = "no memory for it";
+
+	if (stream && nar_stream_finish(stream, got, &why) == 0) {
+		log_debug("%s: tree hashed while unpacking (its entries came in NAR order)", tmp);
+		return 0;
+	}
+	log_debug("%s: tree hashed after unpacking, not while: %s", tmp, why);
+	*root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return *root < 0 ? -errno : nar_hash_dirfd(*root, got, nerr);
+}
 
 int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *lim,
 		const unsigned char *want, unsigned char got[NAR_DIGEST_SIZE], char **tmp_out,
@@ -20,23 +38,24 @@ int tree_unpack(int archive_fd, const char *dest, const struct extract_limits *l
 	struct nar_error nerr;
 	_cleanup_free_ char *tmp = NULL;
 	_cleanup_close_ int root = -1;
+	_cleanup_(nar_stream_freep) struct nar_stream *stream = nar_stream_new(); /* NULL: the walk alone */
 	int r;
 
 	if (lseek(archive_fd, 0, SEEK_SET) < 0) {
 		snprintf(detail, detail_len, "cannot read the archive: %s", strerror(errno));
 		return -errno;
 	}
-	r = extract_archive(archive_fd, dest, lim, &tmp, &xerr);
+	r = extract_archive(archive_fd, dest, lim, stream, &tmp, &xerr);
 	if (r == -EBADMSG && xerr.entry[0])
 		snprintf(detail, detail_len, "archive entry \"%s\" %s; refused", xerr.entry, xerr.msg);
 	else if (r == -EBADMSG || r == -EMEDIUMTYPE)
 		snprintf(detail, detail_len, "archive refused: %s", xerr.msg);
 	else if (r < 0)
 		snprintf(detail, detail_len, "cannot unpack beside %s: %s", dest, strerror(-r));
-	if (r < 0)
+	if (r == 0)
+		r = hash_unpacked(stream, tmp, got, &root, &nerr);
+	if (r < 0 && !tmp)
 		return r;
-	root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	r = root < 0 ? -errno : nar_hash_dirfd(root, got, &nerr);
 	if (r < 0) {
 		snprintf(detail, detail_len, "cannot hash the unpacked tree at %s/%s: %s", tmp,
 			 root < 0 ? "" : nerr.path, strerror(-r));

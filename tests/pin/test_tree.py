@@ -71,6 +71,47 @@ def test_one_pin_for_every_packing(tools, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("pinfetch-tree-")], "temporary tree left"
 
 
+STREAMED = "tree hashed while unpacking"
+WALKED = "tree hashed after unpacking, not while"
+
+
+@pytest.mark.parametrize("kind", sorted(trees.TREES))
+def test_hashed_while_unpacking_in_nar_order_else_after(tools, tmp_path, kind):
+    """The NAR hash is computed while unpacking when the entries come in NAR
+    order (as forges and `tar --sort=name` write them), else from the
+    unpacked tree. Either way the pin is Nix's; --verbose says which way."""
+    src = trees.make_tree(kind, tmp_path / "src" / "project-1.0")
+    want = trees.nix_sri(src)
+    nar = trees.nar_order(src)
+    archives = {
+        "tar --sort=name": (trees.pack_forge(src, tmp_path / "forge.tar.gz"), True),
+        "zip in NAR order": (trees.pack(src, tmp_path / "nar.zip", "zip", 6, names=nar), True),
+        "tar.xz in NAR order": (trees.pack(src, tmp_path / "nar.tar.xz", "tar.xz", 1, names=nar), True),
+        # Reversed: every entry before its parent's, every name before a smaller one.
+        "reversed": (trees.pack(src, tmp_path / "rev.tar.gz", "tar.gz", 6, reverse=True), len(nar) <= 2),
+        # Whole paths in byte order (git's order): NAR order unless names like "foo" and "foo.txt" meet.
+        "git order": (trees.pack(src, tmp_path / "git.tar.gz", "tar.gz", 6), None if kind != "nar_vs_git" else False),
+    }
+    for label, (archive, streams) in archives.items():
+        cp = hash_tree(tools, archive, "--verbose", tmpdir=tmp_path)
+        assert pin_of(cp) == want, f"{kind}, {label}: pinfetch and `nix hash path` disagree\n{cp.stderr}"
+        assert (STREAMED in cp.stderr) != (WALKED in cp.stderr), cp.stderr
+        if streams is not None:
+            assert (STREAMED in cp.stderr) == streams, f"{kind}, {label}: {cp.stderr}"
+    if kind == "nar_vs_git":
+        cp = hash_tree(tools, archives["git order"][0], "--verbose", tmpdir=tmp_path)
+        assert 'entry "foo/sub" is out of NAR order' in cp.stderr, cp.stderr  # after foo.txt: foo was closed
+
+
+def test_a_hardlink_is_hashed_after_unpacking(tools, tmp_path):
+    src = trees.make_tree("exec_bits", tmp_path / "src" / "project-1.0")
+    os.link(src / "plain", src / "plain-again")
+    archive = trees.pack_forge(src, tmp_path / "forge.tar.gz")
+    cp = hash_tree(tools, archive, "--verbose", tmpdir=tmp_path)
+    assert pin_of(cp) == trees.nix_sri(src)
+    assert 'is a hardlink' in cp.stderr and WALKED in cp.stderr, cp.stderr
+
+
 def test_git_archive_pax_header_is_not_an_entry(tools, tmp_path):
     """A `git archive` tar carries a pax global header (the commit id); it is
     not an entry and does not change the tree."""

@@ -89,8 +89,19 @@ def tree_mixed(root):
     write(root / "blob", random.Random(5).randbytes(300000))
 
 
+def tree_nar_vs_git(root):
+    """Names that git (and a sort of whole paths) orders differently from NAR:
+    git puts "foo/" after "foo.txt" and "foo-bar", NAR puts "foo" first."""
+    write(root / "foo" / "x", b"in foo")
+    write(root / "foo" / "sub" / "y", b"deeper", 0o755)
+    write(root / "foo.txt", b"foo.txt")
+    write(root / "foo-bar", b"")
+    os.symlink("foo/x", root / "foo.link")
+    (root / "foo0").mkdir()
+
+
 TREES = {
-    "exec_bits": tree_exec_bits, "symlinks": tree_symlinks, "empty_dirs": tree_empty_dirs,
+    "exec_bits": tree_exec_bits, "nar_vs_git": tree_nar_vs_git, "symlinks": tree_symlinks, "empty_dirs": tree_empty_dirs,
     "deep": tree_deep, "names": tree_names, "sizes": tree_sizes, "mixed": tree_mixed,
     "empty_root": lambda root: None,
 }
@@ -112,9 +123,31 @@ def entries(src: pathlib.Path, reverse=False):
     return sorted(out, key=os.fsencode, reverse=reverse)
 
 
-def pack(src: pathlib.Path, archive: pathlib.Path, kind: str, level: int, reverse=False) -> pathlib.Path:
-    """Packs src (as the archive's single top-level directory) with real tools."""
-    names = entries(src, reverse)
+def nar_order(src: pathlib.Path):
+    """Every path under src in NAR order: each directory's names sorted by
+    bytes, a directory's contents right after it."""
+    out = [src.name]
+
+    def walk(d: pathlib.Path):
+        for name in sorted(os.listdir(d), key=os.fsencode):
+            p = d / name
+            out.append(str(p.relative_to(src.parent)))
+            if p.is_dir() and not p.is_symlink():
+                walk(p)
+    walk(src)
+    return out
+
+
+def pack_forge(src: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
+    """A tar.gz as forges serve them: GNU tar's own name sort (`--sort=name`)."""
+    subprocess.run(["tar", "--sort=name", "-czf", str(archive), src.name], cwd=src.parent, check=True)
+    return archive
+
+
+def pack(src: pathlib.Path, archive: pathlib.Path, kind: str, level: int, reverse=False, names=None) -> pathlib.Path:
+    """Packs src (as the archive's single top-level directory) with real tools,
+    its entries in byte order of whole paths, reversed, or in the order given."""
+    names = names or entries(src, reverse)
     listing = archive.with_suffix(".list")
     listing.write_bytes(b"\0".join(map(os.fsencode, names)) + b"\0")
     env = dict(os.environ, GZIP=f"-{level}", XZ_OPT=f"-{level}")
