@@ -619,13 +619,26 @@ def test_shipped_locks_parse(tools, work):
 
 # -- without O_TMPFILE: named temporary files must not survive either ------
 
-NO_TMPFILE = {**os.environ, "PIN_TEST_NO_O_TMPFILE": "1"}
+def _shim(tmp_path_factory, name):
+    """tests/pin/NAME.c built as an LD_PRELOAD shim for this run."""
+    so = tmp_path_factory.mktemp("shim") / f"{name}.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so),
+                    str(pathlib.Path(__file__).parent / f"{name}.c"), "-ldl"], check=True)
+    return so
+
+
+@pytest.fixture(scope="module")
+def no_tmpfile(tmp_path_factory):
+    """The environment of a file system without O_TMPFILE: the shim of
+    tests/pin/no_o_tmpfile.c (the shipped binary has no switch for it)."""
+    return {**os.environ, "LD_PRELOAD": str(_shim(tmp_path_factory, "no_o_tmpfile")),
+            "ASAN_OPTIONS": "verify_asan_link_order=0"}
 
 
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
-def test_named_temp_good_fetch(tools, work, server, cache):
+def test_named_temp_good_fetch(tools, work, server, no_tmpfile, cache):
     cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "envd",
-                   *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=NO_TMPFILE)
+                   *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=no_tmpfile)
     assert cp.returncode == 0, cp.stderr
     assert_good(work / "out" / "envd")
     if cache:
@@ -633,14 +646,14 @@ def test_named_temp_good_fetch(tools, work, server, cache):
 
 
 @pytest.mark.parametrize("route", ["wrong-hash", "short", "404", "stall"])
-def test_named_temp_failures_leave_nothing(tools, work, server, route):
+def test_named_temp_failures_leave_nothing(tools, work, server, no_tmpfile, route):
     server.routes["/envd"] = {"wrong-hash": httpd.body(OTHER), "short": httpd.short(ARTIFACT[:5000], len(ARTIFACT)),
                               "404": httpd.status(404), "stall": httpd.stall()}[route]
     dest = work / "out" / "envd"
     dest.write_bytes(b"old")
     for cache in (["--cache", work / "cache"], ["--no-cache"]):
         cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", dest,
-                       "--timeout", "1", *cache, env=NO_TMPFILE)
+                       "--timeout", "1", *cache, env=no_tmpfile)
         assert_failed_cleanly(cp, work, before=b"old")
         if (work / "cache" / "sha256").is_dir():
             assert os.listdir(work / "cache" / "sha256") == []
@@ -648,14 +661,14 @@ def test_named_temp_failures_leave_nothing(tools, work, server, route):
 
 @pytest.mark.parametrize("named", [False, True], ids=["o_tmpfile", "named-temp"])
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
-def test_signal_mid_download_leaves_nothing(tools, work, server, named, cache):
+def test_signal_mid_download_leaves_nothing(tools, work, server, no_tmpfile, named, cache):
     server.routes["/envd"] = httpd.stall(first=ARTIFACT[:200000], announce=len(ARTIFACT))
     temp_dir = work / "cache" / "sha256" if cache else work / "out"
     p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
                           "--output", str(work / "out" / "envd"),
                           *(["--cache", str(work / "cache")] if cache else ["--no-cache"])],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=NO_TMPFILE if named else os.environ)
+                         env=no_tmpfile if named else os.environ)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if server.hits["/envd"] and (not named or any(n.startswith(".") for n in os.listdir(temp_dir)
@@ -688,7 +701,7 @@ def _wait_for_temp(directory, proc, timeout=60):
 
 
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
-def test_named_temp_is_private_until_verified(tools, work, server, cache):
+def test_named_temp_is_private_until_verified(tools, work, server, no_tmpfile, cache):
     """Unverified bytes are readable by the owner only: 0600 until the
     commit, the requested mode only on the file that is put in place."""
     server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
@@ -696,7 +709,7 @@ def test_named_temp_is_private_until_verified(tools, work, server, cache):
     p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
                           "--output", str(work / "out" / "envd"), "--mode", "0644",
                           *(["--cache", str(work / "cache")] if cache else ["--no-cache"])],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_tmpfile)
     temp = _wait_for_temp(temp_dir, p)
     mode = stat.S_IMODE(temp.stat().st_mode)
     out, err = p.communicate(timeout=120)
@@ -706,14 +719,14 @@ def test_named_temp_is_private_until_verified(tools, work, server, cache):
     assert_good(work / "out" / "envd", mode=0o644)
 
 
-def test_named_temp_replaced_midway_is_not_put_in_place(tools, work, server):
+def test_named_temp_replaced_midway_is_not_put_in_place(tools, work, server, no_tmpfile):
     """rename(2) moves a name: if another file took the temporary name while
     the download ran, it is not the verified file, and it must not land at
     the destination."""
     server.routes["/envd"] = httpd.body(ARTIFACT, chunk_delay=0.04)
     p = subprocess.Popen([tools.path("pinfetch"), "--url", server.url("/envd"), "--sha256", SHA,
                           "--output", str(work / "out" / "envd"), "--no-cache"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=NO_TMPFILE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=no_tmpfile)
     temp = _wait_for_temp(work / "out", p)
     impostor = work / "impostor"
     impostor.write_bytes(b"not the verified artifact")
@@ -728,20 +741,19 @@ def test_named_temp_replaced_midway_is_not_put_in_place(tools, work, server):
 @pytest.fixture(scope="module")
 def fsync_dir_fails(tmp_path_factory):
     """The LD_PRELOAD shim of tests/pin/fsync_dir_fails.c, built for this run."""
-    so = tmp_path_factory.mktemp("shim") / "fsync_dir_fails.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so),
-                    str(pathlib.Path(__file__).parent / "fsync_dir_fails.c"), "-ldl"], check=True)
-    return so
+    return _shim(tmp_path_factory, "fsync_dir_fails")
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["o_tmpfile", "named-temp"])
 @pytest.mark.parametrize("cache", [True, False], ids=["cache", "no-cache"])
 def test_directory_fsync_failure_after_the_rename_is_reported_truthfully(tools, work, server, fsync_dir_fails,
+                                                                         no_tmpfile,
                                                                          named, cache):
     """Once renamed, the verified file IS in place: a failing fsync of its
     directory is a warning that names the directory's file and says so, not
     a failure of a file that is there."""
-    env = {**(NO_TMPFILE if named else os.environ), "LD_PRELOAD": str(fsync_dir_fails),
+    preload = [no_tmpfile["LD_PRELOAD"]] if named else []
+    env = {**os.environ, "LD_PRELOAD": " ".join(preload + [str(fsync_dir_fails)]),
            "ASAN_OPTIONS": "verify_asan_link_order=0"}
     cp = tools.run("pinfetch", "--url", server.url("/envd"), "--sha256", SHA, "--output", work / "out" / "envd",
                    *(["--cache", work / "cache"] if cache else ["--no-cache"]), env=env)
