@@ -10,52 +10,56 @@
 #include <stdarg.h>
 #include <sys/types.h>
 
-static int refused(int flags)
+typedef int (*openat_fn)(int, const char *, int, ...);
+
+/* Every open goes through here: refused with O_TMPFILE, else the real
+ * openat (open(p, f, m) is openat(AT_FDCWD, p, f, m)). */
+static int shim_openat(int large, int dirfd, const char *path, int flags, mode_t mode)
 {
-	if ((flags & O_TMPFILE) != O_TMPFILE)
-		return 0;
-	errno = EOPNOTSUPP;
-	return 1;
+	static openat_fn real[2];
+
+	if ((flags & O_TMPFILE) == O_TMPFILE) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	if (!real[large])
+		real[large] = (openat_fn)dlsym(RTLD_NEXT, large ? "openat64" : "openat");
+	return real[large](dirfd, path, flags, mode);
 }
 
-static mode_t mode_arg(int flags, va_list ap)
+#define MODE_ARG(flags, mode)                                                     \
+	do {                                                                     \
+		va_list ap;                                                      \
+		va_start(ap, flags);                                             \
+		mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE     \
+			       ? va_arg(ap, mode_t) : 0;                         \
+		va_end(ap);                                                      \
+	} while (0)
+
+int openat(int dirfd, const char *path, int flags, ...)
 {
-	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
+	mode_t mode;
+	MODE_ARG(flags, mode);
+	return shim_openat(0, dirfd, path, flags, mode);
 }
 
-#define PASS_OPENAT(name)                                                           \
-	int name(int dirfd, const char *path, int flags, ...)                      \
-	{                                                                          \
-		static int (*real)(int, const char *, int, ...);                   \
-		va_list ap;                                                        \
-		mode_t mode;                                                       \
-		va_start(ap, flags);                                               \
-		mode = mode_arg(flags, ap);                                        \
-		va_end(ap);                                                        \
-		if (refused(flags))                                                \
-			return -1;                                                 \
-		if (!real)                                                         \
-			real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-		return real(dirfd, path, flags, mode);                             \
-	}
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode;
+	MODE_ARG(flags, mode);
+	return shim_openat(1, dirfd, path, flags, mode);
+}
 
-#define PASS_OPEN(name)                                                             \
-	int name(const char *path, int flags, ...)                                 \
-	{                                                                          \
-		static int (*real)(const char *, int, ...);                        \
-		va_list ap;                                                        \
-		mode_t mode;                                                       \
-		va_start(ap, flags);                                               \
-		mode = mode_arg(flags, ap);                                        \
-		va_end(ap);                                                        \
-		if (refused(flags))                                                \
-			return -1;                                                 \
-		if (!real)                                                         \
-			real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, #name); \
-		return real(path, flags, mode);                                    \
-	}
+int open(const char *path, int flags, ...)
+{
+	mode_t mode;
+	MODE_ARG(flags, mode);
+	return shim_openat(0, AT_FDCWD, path, flags, mode);
+}
 
-PASS_OPENAT(openat)
-PASS_OPENAT(openat64)
-PASS_OPEN(open)
-PASS_OPEN(open64)
+int open64(const char *path, int flags, ...)
+{
+	mode_t mode;
+	MODE_ARG(flags, mode);
+	return shim_openat(1, AT_FDCWD, path, flags, mode);
+}
