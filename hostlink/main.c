@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "decimal.h"
 #include "fileio.h"
 #include "forward.h"
 #include "http.h"
@@ -44,12 +45,9 @@ static void usage(FILE *f)
 
 static int parse_u32(const char *what, const char *text, uint32_t min, uint32_t max, uint32_t *out)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-' || v < min || v > max) {
+	if (parse_decimal(text, min, max, &v) < 0) {
 		fprintf(stderr, "e2b-hostlink: %s: '%s' is not a number in %u-%u\n", what, text, min, max);
 		return -EINVAL;
 	}

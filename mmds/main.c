@@ -20,6 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "cleanup.h"
+#include "decimal.h"
 #include "fdstore.h"
 #include "listen.h"
 #include "log.h"
@@ -84,17 +85,6 @@ static int parse_seconds(const char *s, uint64_t *usec)
 	return 0;
 }
 
-static int parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static int parse_empty_mode(const char *s, enum mmds_empty_mode *mode)
 {
 	if (!strcmp(s, "error"))
@@ -134,7 +124,7 @@ static const struct option options[] = {
 /* One option's value into cfg: -EINVAL when it is not valid. */
 static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 {
-	unsigned long v = 0;
+	uint64_t v = 0;
 	int r = 0;
 
 	switch (opt) {
@@ -146,25 +136,25 @@ static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 	case O_V1: cfg->v1 = true; break;
 	case O_EMPTY: r = parse_empty_mode(arg, &cfg->empty); break;
 	case O_MAX_SIZE:
-		if ((r = parse_ulong(arg, 2, 64 * 1024 * 1024, &v)) == 0)
+		if ((r = parse_decimal(arg, 2, 64 * 1024 * 1024, &v)) == 0)
 			cfg->max_size = v;
 		break;
 	case O_MAX_CONNS:
-		if ((r = parse_ulong(arg, 1, 1000000, &v)) == 0)
+		if ((r = parse_decimal(arg, 1, 1000000, &v)) == 0)
 			cfg->max_connections = (unsigned)v;
 		break;
 	case O_MAX_QUEUED:
-		if ((r = parse_ulong(arg, 64 * 1024, 1024UL * 1024 * 1024, &v)) == 0)
+		if ((r = parse_decimal(arg, 64 * 1024, 1024UL * 1024 * 1024, &v)) == 0)
 			cfg->max_queued_output = v;
 		break;
 	case O_IDLE: r = parse_seconds(arg, &cfg->idle_timeout_usec); break;
 	case O_REQUEST: r = parse_seconds(arg, &cfg->request_timeout_usec); break;
 	case O_MAX_HEAD:
-		if ((r = parse_ulong(arg, 64, 1024 * 1024, &v)) == 0)
+		if ((r = parse_decimal(arg, 64, 1024 * 1024, &v)) == 0)
 			cfg->max_head = v;
 		break;
 	case O_MAX_HEADERS:
-		if ((r = parse_ulong(arg, 1, 128, &v)) == 0)
+		if ((r = parse_decimal(arg, 1, 128, &v)) == 0)
 			cfg->max_headers = (unsigned)v;
 		break;
 	case O_VERBOSE: log_set_max_priority(LOG_DEBUG); break;

@@ -3,7 +3,7 @@
 TOOLS += pinfetch envd-version
 pinfetch_SRCS := pin/pinfetch.c pin/artifact.c pin/run.c pin/report.c pin/stanza.c pin/fetch.c pin/cache.c \
                  pin/lock.c pin/sha256.c pin/atomicfile.c pin/tree.c pin/extract.c pin/nar.c pin/nar_stream.c \
-                 common/fileio.c common/log.c
+                 common/fileio.c common/decimal.c common/log.c
 pinfetch_PKGS := libcurl libcrypto jansson libarchive
 envd-version_SRCS := pin/envd-version.c pin/version.c pin/atomicfile.c common/fileio.c common/log.c
 

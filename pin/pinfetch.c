@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "decimal.h"
 #include "log.h"
 #include "pinfetch.h"
 
@@ -50,21 +51,6 @@ static void usage(FILE *f)
 		"  --field KEY       print one value: name, version, url, sha256 or size\n"
 		"Exit: 0 ok, 1 fetch or verification failure, 2 usage or lock-file error.\n",
 		DEFAULT_TIMEOUT, DEFAULT_MAX_SIZE, EXTRACT_DEFAULT_MAX_ENTRIES, EXTRACT_DEFAULT_MAX_BYTES);
-}
-
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || *s == '-' || *s == '+' || *s == ' ')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 static int run_hash(const char *path)
@@ -169,14 +155,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		}
 		case OPT_TIMEOUT:
-			if (parse_u64(optarg, 1, 86400, &v) < 0) {
+			if (parse_decimal(optarg, 1, 86400, &v) < 0) {
 				log_error("--timeout must be 1 to 86400 seconds");
 				return -EINVAL;
 			}
 			o->timeout = (long)v;
 			break;
 		case OPT_MAX_SIZE:
-			if (parse_u64(optarg, 1, INT64_MAX, &v) < 0) {
+			if (parse_decimal(optarg, 1, INT64_MAX, &v) < 0) {
 				log_error("--max-size must be a positive byte count");
 				return -EINVAL;
 			}
@@ -193,7 +179,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_HASH_TREE: o->hash_tree = optarg; break;
 		case OPT_MAX_ENTRIES:
 		case OPT_MAX_UNPACKED:
-			if (parse_u64(optarg, 1, INT64_MAX, &v) < 0) {
+			if (parse_decimal(optarg, 1, INT64_MAX, &v) < 0) {
 				log_error("%s must be a positive count", argv[optind - 1]);
 				return -EINVAL;
 			}

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 
 #include "cleanup.h"
+#include "decimal.h"
 #include "log.h"
 #include "relay.h"
 
@@ -40,12 +41,9 @@ static void usage(FILE *f)
 
 static int parse_uint(const char *name, const char *text, unsigned min, unsigned max, unsigned *out)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoul(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-' || v < min || v > max) {
+	if (parse_decimal(text, min, max, &v) < 0) {
 		fprintf(stderr, "vsock-relay: %s: '%s' is not a number in %u-%u\n", name, text, min, max);
 		return -EINVAL;
 	}

@@ -3,10 +3,13 @@
 
 TOOLS += vsock-relay
 vsock-relay_SRCS := relay/main.c relay/session.c relay/policy.c guard/args.c \
-	common/bridge.c common/handshake.c common/log.c
+	common/bridge.c common/handshake.c common/decimal.c common/log.c
 
 UNITS += relay-handshake-test
 relay-handshake-test_SRCS := common/handshake_test.c common/handshake.c
+
+UNITS += decimal-test
+decimal-test_SRCS := common/decimal_test.c common/decimal.c
 
 UNITS += bridge-test
 bridge-test_SRCS := common/bridge_test.c common/bridge.c
