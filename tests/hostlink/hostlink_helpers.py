@@ -34,6 +34,20 @@ def fake_vmm(uds: pathlib.Path, mapping: dict):
 
 
 @contextlib.contextmanager
+def envd_standin():
+    """The envd stand-in (Go net/http, GET /health -> 204) on a free port; yields the port."""
+    import testimages  # builds the stand-ins on first use; the bench does not need it
+    port = free_port()
+    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc)
+        yield port
+    finally:
+        stop_process(proc)
+
+
+@contextlib.contextmanager
 def forwarding(hostlink: str, uds: pathlib.Path, guest_port: int, log_path: pathlib.Path, listen_port=None):
     """`e2b-hostlink --uds UDS forward --listen 127.0.0.1:P GUESTPORT`; yields (P, Popen)."""
     port = listen_port or free_port()

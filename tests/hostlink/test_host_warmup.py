@@ -15,11 +15,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "ci"))
 sys.path.insert(0, str(HERE.parent / "relay"))
 
-import testimages  # noqa: E402
-from harness import BUILD, free_port, stop_process  # noqa: E402
-from hostlink_helpers import fake_vmm  # noqa: E402
+from harness import BUILD  # noqa: E402
+from hostlink_helpers import envd_standin, fake_vmm  # noqa: E402
 from ocifixture import make_flavor_dir  # noqa: E402
-from relay_helpers import ROOT, LoopbackServer, wait_port  # noqa: E402
+from relay_helpers import ROOT, LoopbackServer  # noqa: E402
 
 SCHEMA = json.loads((ROOT / "ci" / "pool-template.schema.json").read_text())
 REG = "registry.example.test:5000/e2b"
@@ -54,12 +53,8 @@ def test_cid_form(tmp_path):
 
 @pytest.fixture
 def envd():
-    port = free_port()
-    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, proc)
-    yield port
-    stop_process(proc)
+    with envd_standin() as port:
+        yield port
 
 
 def test_uds_host_warmup_runs(tmp_path, envd):

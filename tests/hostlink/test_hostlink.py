@@ -16,10 +16,9 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
-import testimages  # noqa: E402
 from harness import assert_no_sanitizer_report, free_port, stop_process  # noqa: E402
-from hostlink_helpers import fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
-from relay_helpers import LoopbackServer, activated, exchange, vsock_ports, wait_port  # noqa: E402
+from hostlink_helpers import envd_standin, fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
+from relay_helpers import LoopbackServer, activated, exchange, vsock_ports  # noqa: E402
 
 PORTS = vsock_ports()
 ENVD, CI, RELAY, CONTROL = (PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INTERPRETER"],
@@ -44,14 +43,10 @@ def mmds_control(tools, tmp_path):
 
 
 @pytest.fixture
-def envd(tmp_path):
+def envd():
     """The envd stand-in (Go net/http, GET /health -> 204) on a free port."""
-    port = free_port()
-    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wait_port(port, proc)
-    yield port
-    stop_process(proc)
+    with envd_standin() as port:
+        yield port
 
 
 @pytest.fixture
