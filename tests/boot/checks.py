@@ -9,7 +9,7 @@ import json
 
 import vsock_checks
 
-from vm import BROKEN, GUARDED, METADATA_ADDR, OPEN_PORT, VARIANTS, Variant
+from vm import ALL_VARIANTS, GUARDED, METADATA_ADDR, OPEN_PORT, Variant
 
 WARMUP_TRIES = 200  # the pool warmup: 200 x 50 ms (ci/templates.py uses the same)
 
@@ -326,7 +326,7 @@ def checks_for(v: Variant) -> dict:
 
 
 def variant_of(res) -> Variant:
-    return next(v for v in VARIANTS + BROKEN if v.id == res["boot"])
+    return next(v for v in ALL_VARIANTS if v.id == res["boot"])
 
 
 def evaluate(res):

@@ -152,5 +152,5 @@ def test_broken_variants_are_by_hand_and_judged_by_the_normal_checks():
     v = vm.variant("e2b-ci", "broken-open")
     assert v not in vm.VARIANTS  # make test never boots it
     assert checks.checks_for(v) == checks.checks_for(vm.variant("e2b-ci"))
-    for conf in vm.BROKEN_DROPINS[v.mode].values():
+    for conf in vm.DROPINS[v.mode].values():
         assert (vm.GUEST / conf).is_file(), conf

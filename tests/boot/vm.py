@@ -91,16 +91,21 @@ VARIANTS = [
 BROKEN = [
     Variant("e2b-ci", "broken-open", 2, 1024, mode="broken-open", timeout=600.0),
 ]
-BROKEN_DROPINS = {"broken-open": {"envd-guard.service.d": "e2b-test-broken-guard-off.conf",
-                                  "code-interpreter.service.d": "e2b-test-broken-api-open.conf"}}
+ALL_VARIANTS = VARIANTS + BROKEN
+# Each mode's test drop-ins (guest/), by the drop-in directory they go in.
+DROPINS = {
+    "guard-fails": {"envd-guard.service.d": "e2b-test-guard-fails.conf"},
+    "broken-open": {"envd-guard.service.d": "e2b-test-broken-guard-off.conf",
+                    "code-interpreter.service.d": "e2b-test-broken-api-open.conf"},
+}
 
 
 def variant(flavor: str, name: str = "default") -> Variant:
-    for v in VARIANTS + BROKEN:
+    for v in ALL_VARIANTS:
         if (v.flavor, v.name) == (flavor, name):
             return v
     raise ValueError(f"no boot variant {name!r} of {flavor!r}: one of "
-                     f"{[v.id for v in VARIANTS + BROKEN]}")
+                     f"{[v.id for v in ALL_VARIANTS]}")
 
 MODULES = [
     "virtio_pci", "virtio_blk", "virtio_net", "ext4", "qemu_fw_cfg",
@@ -230,11 +235,7 @@ def install_units(units: pathlib.Path, v: Variant) -> None:
             wants = units / f"{target}.wants"
             wants.mkdir(exist_ok=True)
             (wants / unit).symlink_to(f"../{unit}")
-    if v.mode == "guard-fails":
-        d = units / "envd-guard.service.d"
-        d.mkdir()
-        shutil.copy(GUEST / "e2b-test-guard-fails.conf", d / "e2b-test-guard-fails.conf")
-    for dropin_dir, conf in BROKEN_DROPINS.get(v.mode, {}).items():
+    for dropin_dir, conf in DROPINS.get(v.mode, {}).items():
         (units / dropin_dir).mkdir(exist_ok=True)
         shutil.copy(GUEST / conf, units / dropin_dir / conf)
 
@@ -566,7 +567,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--flavor", default="e2b-rt")
     ap.add_argument("--variant", default="default",
-                    help="which boot: " + ", ".join(sorted({v.name for v in VARIANTS + BROKEN})))
+                    help="which boot: " + ", ".join(sorted({v.name for v in ALL_VARIANTS})))
     ap.add_argument("--rootfs", type=pathlib.Path)
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("E2B_BOOT_TIMEOUT", 0)) or None,
                     help="seconds (default: the variant's)")
