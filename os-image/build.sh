@@ -6,6 +6,7 @@
 # os-image/README.md). Nothing is defaulted here:
 #
 #   FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON   (required)
+#   ENVD (source|release) GO_TOOLCHAIN (for ENVD=source)     (required)
 #   MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE PIN_MIRROR (empty: none)
 #   OFFLINE ROOTFS_HEADROOM_MB SOURCE_DATE_EPOCH (default: the commit's time)
 #   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
@@ -25,9 +26,13 @@ top=$(cd "$here/.." && pwd)
 die() { echo "image: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
 
-for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB; do
+for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB ENVD GO_TOOLCHAIN; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk sets every knob)"
 done
+case "$ENVD" in
+    source|release) ;;
+    *) die "envd=$ENVD: unknown; envd=source builds envd from its pinned source (the default), envd=release ships the pinned release binary" ;;
+esac
 : "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
 export SOURCE_DATE_EPOCH
 py=$PYTHON
@@ -45,6 +50,15 @@ RECIPES=$(cd "$RECIPES" && pwd)
 
 work=$OUT/work
 extra=$work/extra
+ws=
+# A build that stops leaves no half-made work behind (a finished one keeps
+# work/ for inspection; out/<flavor>'s outputs are replaced only by pack.py).
+finish() {
+    local rc=$?
+    [ -z "$ws" ] || rm -rf "$ws"
+    [ "$rc" = 0 ] || rm -rf "$work"
+}
+trap finish EXIT
 rm -rf "$work"
 mkdir -p "$work" "$extra" "$CACHE"
 
@@ -73,6 +87,8 @@ pinargs=(--cache "$CACHE/pinfetch")
 [ "${OFFLINE:-0}" = 1 ] && pinargs+=(--offline)
 : > "$work/artifacts.jsonl"
 while read -r lock name dest mode; do
+    # envd=source: envd is built from its source pin below, not fetched.
+    [ "$ENVD" = source ] && [ "$name" = envd ] && { envd_pin=("$lock" "$dest" "$mode"); continue; }
     lockfile=$RECIPES/$lock
     [ -f "$lockfile" ] || die "artifact $name: lock file $lockfile not found (recipes=$RECIPES)"
     mkdir -p "$extra$(dirname "$dest")"
@@ -88,6 +104,24 @@ image: offline=1 with a filled cache ($CACHE/pinfetch), or recipes=DIR with a lo
         "$dest" "$mode" >> "$work/artifacts.jsonl"
 done < <(lists pins)
 
+# 2a. envd=source: envd built from [envd-source] in the envd lock, cached by
+# the pin (os-image/envd-source.sh); its record goes into the manifest.
+if [ "$ENVD" = source ]; then
+    [ -n "${envd_pin:-}" ] || die "envd=source: no envd line in the pins lists (os-image/pins)"
+    lockfile=$RECIPES/${envd_pin[0]}
+    [ -f "$lockfile" ] || die "envd=source: lock file $lockfile not found (recipes=$RECIPES)"
+    mkdir -p "$extra$(dirname "${envd_pin[1]}")"
+    TOOLS=$TOOLS CACHE=$CACHE GO_TOOLCHAIN=$GO_TOOLCHAIN PYTHON=$py PIN_MIRROR=${PIN_MIRROR:-} OFFLINE=${OFFLINE:-0} \
+        bash "$here/envd-source.sh" "$lockfile" envd-source "$extra${envd_pin[1]}" "$work/envd-build.json" ||
+        die "envd: no envd from source (see above); stopping before mkosi"
+    chmod "${envd_pin[2]}" "$extra${envd_pin[1]}"
+    $py -c 'import json,sys; b=json.load(open(sys.argv[1]))
+d={"name": "envd", "version": b["built_from"]["version"], "path": sys.argv[2], "mode": sys.argv[3],
+   "sha256": b["sha256"], "built_from": b["built_from"], "go": b["go"], "modules": b["modules"],
+   "build_settings": b["build_settings"]}
+print(json.dumps(d, sort_keys=True))' "$work/envd-build.json" "${envd_pin[1]}" "${envd_pin[2]}" >> "$work/artifacts.jsonl"
+fi
+
 # 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
 # and patches its archive here).
 if [ -x "$flavordir/prepare.sh" ]; then
@@ -97,8 +131,10 @@ fi
 
 # 3. /etc/envd-version from the binary itself, checked against the lock.
 envd_lock=$RECIPES/$(lists pins | awk '$2 == "envd" { print $1; exit }')
-envd_version=$("$TOOLS/pinfetch" --lock "$envd_lock" --name envd --field version) ||
-    die "envd: cannot read its version from $envd_lock (see above)"
+envd_stanza=envd
+[ "$ENVD" = source ] && envd_stanza=envd-source
+envd_version=$("$TOOLS/pinfetch" --lock "$envd_lock" --name "$envd_stanza" --field version) ||
+    die "envd: cannot read its version from [$envd_stanza] of $envd_lock (see above)"
 mkdir -p "$extra/etc"
 "$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
@@ -158,7 +194,6 @@ fi
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
 # mkosi refuses a workspace inside its build sources (the repository).
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
-trap 'rm -rf "$ws"' EXIT
 mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 (cd "$here" && mkosi \

@@ -11,6 +11,10 @@ security_mirror ?=
 snapshot        ?=
 snapshot_base   ?=
 recipes         ?= recipes
+# envd: source (built from recipes/envd.lock's [envd-source] with one pinned
+# Go toolchain, cached by the pin) or release (the pinned release binary).
+envd            ?= source
+go_toolchain    ?= go1.26.8
 pin_mirror      ?=
 offline         ?= 0
 cache           ?= $(out)/cache
@@ -29,7 +33,7 @@ mkosi_args      ?= $(MKOSI_ARGS)
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
         SNAPSHOT='$(snapshot)' SNAPSHOT_BASE='$(snapshot_base)' \
-        RECIPES='$(abspath $(recipes))' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
+        RECIPES='$(abspath $(recipes))' ENVD='$(envd)' GO_TOOLCHAIN='$(go_toolchain)' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \

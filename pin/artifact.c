@@ -80,6 +80,8 @@ static int artifact_from_entry(const struct lock_entry *e, struct artifact *a)
 	memcpy(a->tree_sha256, e->tree_sha256, NAR_DIGEST_SIZE);
 	a->has_sha256 = e->has_sha256;
 	a->has_tree = e->has_tree;
+	memcpy(a->commit, e->commit, sizeof(a->commit));
+	a->has_commit = e->has_commit;
 	a->has_size = e->has_size;
 	a->size = e->size;
 	artifact_set_key(a);

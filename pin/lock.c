@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key { KEY_VERSION, KEY_URL, KEY_SHA256, KEY_SIZE, KEY_TREE_SHA256, KEY_COUNT };
-static const char *const key_names[KEY_COUNT] = { "version", "url", "sha256", "size", "tree_sha256" };
+enum key { KEY_VERSION, KEY_URL, KEY_SHA256, KEY_SIZE, KEY_TREE_SHA256, KEY_COMMIT, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = { "version", "url", "sha256", "size", "tree_sha256", "commit" };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(struct lock_error *err, unsigned line, const char *fmt, ...)
@@ -54,14 +54,22 @@ bool lock_valid_name(const char *s, size_t len)
 	return true;
 }
 
-bool lock_valid_sha256(const char *s, size_t len)
+static bool lowercase_hex(const char *s, size_t len)
 {
-	if (len != SHA256_HEX_LEN)
-		return false;
 	for (size_t i = 0; i < len; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return true;
+}
+
+bool lock_valid_sha256(const char *s, size_t len)
+{
+	return len == SHA256_HEX_LEN && lowercase_hex(s, len);
+}
+
+bool lock_valid_commit(const char *s, size_t len)
+{
+	return (len == 40 || len == 64) && lowercase_hex(s, len);
 }
 
 int lock_parse_size(const char *s, size_t len, uint64_t *out)
@@ -277,7 +285,7 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 		if (strlen(key_names[k]) == (size_t)(key_end - key) && memcmp(key_names[k], key, (size_t)(key_end - key)) == 0)
 			break;
 	if (k == KEY_COUNT)
-		return fail(err, lineno, "unknown key \"%.*s\" (known: version, url, sha256, tree_sha256, size)",
+		return fail(err, lineno, "unknown key \"%.*s\" (known: version, url, sha256, tree_sha256, size, commit)",
 			    (int)((key_end - key) > 32 ? 32 : (key_end - key)), key);
 	if (!cur)
 		return fail(err, lineno, "\"%s\" before any [name] stanza", key_names[k]);
@@ -314,6 +322,14 @@ static int parse_line(struct lock *lock, bool seen[KEY_COUNT], const char *p, co
 			return fail(err, lineno, "[%s]: tree_sha256 must be \"sha256-\" and 44 base64 characters "
 				    "(what pinfetch --print-pin or --hash-tree prints)", cur->name);
 		cur->has_tree = true;
+		break;
+	case KEY_COMMIT:
+		if (!lock_valid_commit(val, vlen))
+			return fail(err, lineno, "[%s]: commit must be a git commit id, 40 (or 64) lowercase hex digits",
+				    cur->name);
+		memcpy(cur->commit, val, vlen);
+		cur->commit[vlen] = '\0';
+		cur->has_commit = true;
 		break;
 	case KEY_SIZE:
 		if (lock_parse_size(val, vlen, &cur->size) < 0)

@@ -113,6 +113,24 @@ int main(void)
 	   "size 2^63-1 is fine");
 	lock_free(&lock);
 
+	/* commit: recorded (a source archive's git commit), 40 or 64 lowercase hex. */
+	ok(parse(GOOD_STANZA "commit = 2acf2d51bd1e2fe146914f24c44f7ee07d2213c5\n", &lock, &err) == 0 &&
+	   lock.entries[0].has_commit && strcmp(lock.entries[0].commit, "2acf2d51bd1e2fe146914f24c44f7ee07d2213c5") == 0,
+	   "a 40-digit commit is kept");
+	lock_free(&lock);
+	ok(parse(GOOD_STANZA "commit = " SHA "\n", &lock, &err) == 0 && strlen(lock.entries[0].commit) == 64,
+	   "a 64-digit (SHA-256 repository) commit is kept");
+	lock_free(&lock);
+	ok(parse(GOOD_STANZA, &lock, &err) == 0 && !lock.entries[0].has_commit, "commit is optional");
+	lock_free(&lock);
+	rejects("a short commit", GOOD_STANZA "commit = 2acf2d51\n", 5, "commit must be a git commit id");
+	rejects("an uppercase commit", GOOD_STANZA "commit = 2ACF2D51BD1E2FE146914F24C44F7EE07D2213C5\n", 5,
+		"commit must be a git commit id");
+	rejects("a 41-digit commit", GOOD_STANZA "commit = 2acf2d51bd1e2fe146914f24c44f7ee07d2213c50\n", 5,
+		"commit must be a git commit id");
+	rejects("a duplicate commit", GOOD_STANZA "commit = 2acf2d51bd1e2fe146914f24c44f7ee07d2213c5\n"
+		"commit = 2acf2d51bd1e2fe146914f24c44f7ee07d2213c5\n", 6, "duplicate key \"commit\"");
+
 	/* url and version. */
 	rejects("an ftp url", "[envd]\nurl = ftp://e.org/x\n", 2, "https://");
 	rejects("a file url", "[envd]\nurl = file:///tmp/x\n", 2, "https://");

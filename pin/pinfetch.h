@@ -15,6 +15,7 @@
 #include "fetch.h"
 #include "sha256.h"
 #include "tree.h"
+#include "lock.h"
 
 #define EXIT_FETCH 1
 #define EXIT_USAGE 2
@@ -45,7 +46,8 @@ struct artifact {
 	char sha256[SHA256_HEX_SIZE];                 /* when has_sha256 */
 	unsigned char tree_sha256[NAR_DIGEST_SIZE];   /* when has_tree: the unpacked tree's NAR hash */
 	char key[NAR_HEX_SIZE];                       /* the cache and mirror key: the tree pin, else sha256 */
-	bool has_size, has_sha256, has_tree;
+	char commit[LOCK_COMMIT_MAX + 1];             /* when has_commit: recorded, not verified */
+	bool has_size, has_sha256, has_tree, has_commit;
 	uint64_t size;
 };
 

@@ -35,6 +35,8 @@ int stanza_print_json(const struct artifact *a)
 		if (json_object_set_new(j, "tree_sha256", json_string(tree)) < 0)
 			r = -ENOMEM;
 	}
+	if (j && a->has_commit && json_object_set_new(j, "commit", json_string(a->commit)) < 0)
+		r = -ENOMEM;
 	if (j && a->has_size && json_object_set_new(j, "size", json_integer((json_int_t)a->size)) < 0)
 		r = -ENOMEM;
 	if (r == 0 && (json_dumpf(j, stdout, JSON_SORT_KEYS | JSON_COMPACT) < 0 || putchar('\n') == EOF))
@@ -66,6 +68,12 @@ int stanza_print_field(const struct artifact *a, const char *key, char *why, siz
 		if (tree_key)
 			nar_sri(a->tree_sha256, tree);
 		value = tree_key ? tree : a->sha256;
+	} else if (strcmp(key, "commit") == 0) {
+		if (!a->has_commit) {
+			snprintf(why, why_len, "[%s] has no commit (it is optional)", a->name);
+			return -ENOENT;
+		}
+		value = a->commit;
 	} else if (strcmp(key, "size") == 0) {
 		if (!a->has_size) {
 			snprintf(why, why_len, "[%s] has no size (it is optional)", a->name);
@@ -74,7 +82,7 @@ int stanza_print_field(const struct artifact *a, const char *key, char *why, siz
 		snprintf(size, sizeof(size), "%llu", (unsigned long long)a->size);
 		value = size;
 	} else {
-		snprintf(why, why_len, "--field %s: unknown key (known: name, version, url, sha256, tree_sha256, size)", key);
+		snprintf(why, why_len, "--field %s: unknown key (known: name, version, url, sha256, tree_sha256, size, commit)", key);
 		return -EINVAL;
 	}
 	printf("%s\n", value);

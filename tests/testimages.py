@@ -1,26 +1,27 @@
 """The images the tests build, each built at most once per test session, and
-the test recipes they are built from (test only).
+the pinned sources they are built from.
 
-The real envd release cannot be downloaded on our machines, so the tests pin
-a stand-in and serve it from loopback, where build/pinfetch fetches it exactly
-like a real pin: the Go stand-in in tests/envd-standin (it does envd's MMDS
-flow).
+envd is the REAL envd, built from source exactly as `make` builds it
+(envd=source, os-image/envd-source.sh): the shipped recipes/envd.lock pins
+e2b-dev/infra at the tag envd-v0.6.13 by its unpacked tree, and GitHub cannot
+be reached from our machines, so the tag's `git archive`
+(`../shared/upstream/infra-<commit>.tar.gz`, or in $E2B_UPSTREAM_DIR) is put
+on a pinfetch tree mirror (file://DIR/tree/<hex of the tree pin>) and passed
+with `pin_mirror=`, where pinfetch verifies it against the shipped pin. The
+tests that exercise envd=release (a pinned binary fetched by its sha256)
+serve that same real envd from loopback, pinned in a test lock.
 
 The code-interpreter (e2b-ci) is built from the SHIPPED
-recipes/code-interpreter.lock whenever a `git archive` of its pinned commit is
-at hand: `../shared/upstream/code-interpreter-<commit>.tar.gz` beside the
-repository (or in $E2B_UPSTREAM_DIR). It is then served as a pinfetch tree
-mirror (file://DIR/tree/<hex of the tree pin>) with `pin_mirror=`, and
-pinfetch verifies it against the shipped tree_sha256. Only where it is absent
-do the tests fall back to the fixture tree tests/fixtures/code-interpreter,
-packed like GitHub's archive and pinned by a test lock. The choice is printed
-in pytest's summary (code_interpreter_source()).
+recipes/code-interpreter.lock the same way whenever a `git archive` of its
+pinned commit is at hand (`code-interpreter-<commit>.tar.gz` beside the
+other). Only where it is absent do the tests fall back to the fixture tree
+tests/fixtures/code-interpreter, packed like GitHub's archive and pinned by a
+test lock. The choice is printed in pytest's summary
+(code_interpreter_source()).
 
-One loopback server serves both for the whole session, so every recipes
-directory written here names the same URLs, and two builds from them can be
-compared byte for byte. tests/image, tests/image_ci and tests/boot share the
-builds through image(): a full `make test` builds each flavor once (plus the
-second build its reproducibility test needs).
+tests/image, tests/image_ci, tests/sdk and tests/boot share the builds through
+image(): a full `make test` builds each flavor once (plus the second build
+its reproducibility test needs).
 """
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CACHE = pathlib.Path(os.environ.get("E2B_IMAGE_CACHE", ROOT / "out" / "cache"))
 BUILD_TIMEOUT = 60 * 60
 
+SHIPPED_RECIPES = ROOT / "recipes"
+SHIPPED_ENVD_LOCK = SHIPPED_RECIPES / "envd.lock"
 FIXTURE = ROOT / "tests" / "fixtures" / "code-interpreter"
 # A made-up commit id for the stand-in: it names the archive's top directory.
 FIXTURE_COMMIT = "0" * 39 + "1"
@@ -78,10 +81,27 @@ def tree_pin_of(archive) -> str:
 
 
 def upstream_archive() -> pathlib.Path | None:
-    """The git archive of the shipped lock's commit, if it is at hand."""
+    """The git archive of the shipped code-interpreter lock's commit, if it is at hand."""
     commit = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")["version"]
     p = UPSTREAM_DIR / f"code-interpreter-{commit}.tar.gz"
     return p if p.is_file() else None
+
+
+def envd_source_archive() -> pathlib.Path:
+    """The git archive of the commit the shipped [envd-source] pins; without it
+    envd cannot be built here (GitHub is unreachable), so nothing can."""
+    commit = lock_stanza(SHIPPED_ENVD_LOCK, "envd-source")["commit"]
+    p = UPSTREAM_DIR / f"infra-{commit}.tar.gz"
+    if not p.is_file():
+        raise RuntimeError(f"{p} is absent: envd's pinned source (e2b-dev/infra @ {commit}) cannot be had "
+                           f"(set E2B_UPSTREAM_DIR to a folder holding a `git archive` of that commit)")
+    return p
+
+
+def make_var(name: str) -> str:
+    """A make knob's default, as the Makefile sets it (make print-NAME)."""
+    return subprocess.run(["make", "-s", "-C", str(ROOT), "--no-print-directory", f"print-{name}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def sha256_file(path) -> str:
@@ -154,50 +174,63 @@ def serve_directory(directory: pathlib.Path):
         stop()
 
 
-def build_standin(dest: pathlib.Path) -> str:
-    """Builds the envd stand-in (reproducibly) at DEST; returns what its
-    `-version` prints, newline included."""
-    subprocess.run(["sh", str(ROOT / "tests" / "envd-standin" / "build.sh"), str(dest)],
-                   check=True, capture_output=True, timeout=600)
-    return subprocess.run([str(dest), "-version"], capture_output=True, text=True, check=True).stdout
-
-
 def write_envd_lock(directory: pathlib.Path, url: str, sha256: str, version: str) -> pathlib.Path:
+    """A recipes= directory whose envd.lock pins a release-style envd binary
+    (for envd=release) at URL."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "envd.lock").write_text(
-        "# test only: the envd stand-in from tests/envd-standin, served from loopback\n"
+        "# test only: envd=release, the real envd (built from source) served from loopback\n"
         f"[envd]\nversion = {version}\nurl = {url}\nsha256 = {sha256}\n")
     return directory
 
 
-class StandIns:
-    """The session's stand-in artifacts, served from loopback until exit."""
+def build_envd_from_source(mirror: pathlib.Path, dest: pathlib.Path, cache: pathlib.Path = CACHE) -> dict:
+    """The real envd, built by os-image/envd-source.sh from the shipped pin
+    (through MIRROR, into the build cache CACHE, so `make` finds it there
+    too), copied to DEST; returns its build record."""
+    info = dest.with_suffix(".json")
+    env = dict(os.environ, TOOLS=str(ROOT / "build"), CACHE=str(cache), PYTHON="/usr/bin/python3",
+               GO_TOOLCHAIN=make_var("go_toolchain"), PIN_MIRROR=f"file://{mirror}", OFFLINE="0")
+    cp = subprocess.run(["bash", str(ROOT / "os-image" / "envd-source.sh"), str(SHIPPED_ENVD_LOCK), "envd-source",
+                         str(dest), str(info)], env=env, capture_output=True, text=True, timeout=1800)
+    if cp.returncode != 0:
+        raise RuntimeError(f"envd from source failed ({cp.returncode}): {cp.stderr[-3000:]}")
+    return json.loads(info.read_text())
+
+
+class Sources:
+    """The session's pinned sources: the upstream archives on a file:// pin
+    mirror, and the real envd built from them, served from loopback until
+    exit (for envd=release)."""
 
     def __init__(self):
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-standins-"))
-        self.envd = self.dir / "envd"
-        self.envd_version_output = build_standin(self.envd)
-        self.envd_version = self.envd_version_output.strip()
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-sources-"))
+        self.mirror = self.dir / "mirror"
+        (self.mirror / "tree").mkdir(parents=True)
+        envd_pin = lock_stanza(SHIPPED_ENVD_LOCK, "envd-source")
+        shutil.copyfile(envd_source_archive(), self.mirror / "tree" / tree_pin_hex(envd_pin["tree_sha256"]))
+        self.served_dir = self.dir / "served"
+        self.served_dir.mkdir()
+        self.envd = self.served_dir / "envd"
+        self.envd_build = build_envd_from_source(self.mirror, self.envd)
+        self.envd_version = self.envd_build["built_from"]["version"]
+        self.envd_version_output = self.envd_version + "\n"
         self.envd_sha256 = sha256_file(self.envd)
         self.upstream = upstream_archive()
         if self.upstream:
-            # The shipped lock, and the archive where pinfetch looks for it on a tree mirror.
             lock = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")
             self.ci_commit = lock["version"]
-            self.mirror = self.dir / "mirror"
-            (self.mirror / "tree").mkdir(parents=True)
             shutil.copyfile(self.upstream, self.mirror / "tree" / tree_pin_hex(lock["tree_sha256"]))
             self.ci_source = (f"the shipped recipes/code-interpreter.lock, served from {self.upstream} "
                               f"through pin_mirror=file://{self.mirror}")
         else:
             self.ci_commit = FIXTURE_COMMIT
-            self.mirror = None
-            self.archive = self.dir / f"{FIXTURE_COMMIT}.tar.gz"
+            self.archive = self.served_dir / f"{FIXTURE_COMMIT}.tar.gz"
             self.archive.write_bytes(pack_fixture())
             self.archive_tree = tree_pin_of(self.archive)
             self.ci_source = (f"the fixture tests/fixtures/code-interpreter with a test lock "
                               f"({UPSTREAM_DIR}/code-interpreter-<commit>.tar.gz is absent)")
-        self.served, self._stop = _start_server(self.dir)
+        self.served, self._stop = _start_server(self.served_dir)
         atexit.register(self.close)
 
     def close(self):
@@ -207,44 +240,44 @@ class StandIns:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def recipes(self, flavor: str, directory: pathlib.Path | None = None) -> pathlib.Path:
-        """A recipes= directory pinning the stand-ins FLAVOR needs."""
+        """The recipes= directory FLAVOR builds from: the shipped one, or a copy
+        with the fixture's code-interpreter lock where upstream's archive is absent."""
+        if flavor != "e2b-ci" or self.upstream:
+            return SHIPPED_RECIPES
         d = directory or pathlib.Path(tempfile.mkdtemp(prefix=f"e2b-test-recipes-{flavor}-", dir=self.dir))
-        write_envd_lock(d, self.served.url("envd"), self.envd_sha256, self.envd_version)
-        if flavor == "e2b-ci" and self.upstream:
-            shutil.copyfile(SHIPPED_CI_LOCK, d / "code-interpreter.lock")
-        elif flavor == "e2b-ci":
-            (d / "code-interpreter.lock").write_text(
-                "# test only: the code-interpreter fixture, served from loopback\n"
-                f"[code-interpreter]\nversion = {FIXTURE_COMMIT}\nurl = {self.served.url(self.archive.name)}\n"
-                f"tree_sha256 = {self.archive_tree}\n")
+        shutil.copyfile(SHIPPED_ENVD_LOCK, d / "envd.lock")
+        (d / "code-interpreter.lock").write_text(
+            "# test only: the code-interpreter fixture, served from loopback\n"
+            f"[code-interpreter]\nversion = {FIXTURE_COMMIT}\nurl = {self.served.url(self.archive.name)}\n"
+            f"tree_sha256 = {self.archive_tree}\n")
         return d
 
     def make_args(self, flavor: str) -> list:
-        """make variables FLAVOR's build needs beyond recipes=: the tree mirror."""
-        return [f"pin_mirror=file://{self.mirror}"] if flavor == "e2b-ci" and self.mirror else []
+        """make variables every build needs beyond recipes=: the tree mirror."""
+        return [f"pin_mirror=file://{self.mirror}"]
 
 
 @functools.lru_cache(maxsize=None)
-def standins() -> StandIns:
-    return StandIns()
+def sources() -> Sources:
+    return Sources()
 
 
 def code_interpreter_source() -> str | None:
     """Which code-interpreter the session's e2b-ci builds use, once chosen."""
-    return standins().ci_source if standins.cache_info().currsize else None
+    return sources().ci_source if sources.cache_info().currsize else None
 
 
 def make(flavor: str, out: pathlib.Path, *args, recipes: pathlib.Path | None = None,
-         cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT) -> subprocess.CompletedProcess:
-    """`make ARGS flavor=FLAVOR recipes=… out=OUT cache=…` with the stand-in
-    recipes unless RECIPES is given; the result carries .seconds."""
+         cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`make ARGS flavor=FLAVOR recipes=… out=OUT cache=…` with the session's
+    recipes and pin mirror unless RECIPES is given; the result carries .seconds."""
     if recipes is None:
-        recipes = standins().recipes(flavor)
-        args = (*args, *standins().make_args(flavor))
+        recipes = sources().recipes(flavor)
+        args = (*args, *sources().make_args(flavor))
     cmd = ["make", "-C", str(ROOT), "--no-print-directory", *args, f"flavor={flavor}",
            f"recipes={recipes}", f"out={out}", f"cache={cache}"]
     t0 = time.monotonic()
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     cp.seconds = time.monotonic() - t0
     return cp
 
@@ -300,6 +333,6 @@ if __name__ == "__main__":
     sys.stdout.write(cp.stdout)
     sys.stderr.write(cp.stderr)
     if sys.argv[1] == "e2b-ci":
-        print(f"e2b-ci code-interpreter: {standins().ci_source}; {cp.seconds:.0f}s", file=sys.stderr)
-    standins().close()
+        print(f"e2b-ci code-interpreter: {sources().ci_source}; {cp.seconds:.0f}s", file=sys.stderr)
+    sources().close()
     sys.exit(cp.returncode)

@@ -33,18 +33,49 @@ def fake_vmm(uds: pathlib.Path, mapping: dict):
             uds.unlink()
 
 
+# envd listens on 0.0.0.0 and has no bind option, so the real one runs in a
+# network (and mount) namespace of its own, with a tmpfs /run for its files;
+# socat there publishes its port as a unix socket, which the fake VMM maps
+# (unix:PATH), as a guest's envd is reached only through the VMM.
+_ENVD_NS = """
+ip link set lo up
+mount -t tmpfs -o mode=0755 tmpfs /run
+"$1" -isnotfc -no-cgroups -port 49983 > "$3" 2>&1 &
+socat UNIX-LISTEN:"$2",fork,unlink-early TCP:127.0.0.1:49983 &
+wait
+"""
+
+
 @contextlib.contextmanager
-def envd_standin():
-    """The envd stand-in (Go net/http, GET /health -> 204) on a free port; yields the port."""
-    import testimages  # builds the stand-ins on first use; the bench does not need it
-    port = free_port()
-    proc = subprocess.Popen([str(testimages.standins().envd), "-isnotfc", "-port", str(port)],
+def real_envd(workdir: pathlib.Path):
+    """The real envd (built from its pinned source, tests/testimages.py) in a
+    private network namespace; yields the unix socket that reaches its port."""
+    import testimages  # builds envd on first use; the bench does not need it
+    sock, log = workdir / "envd.sock", workdir / "envd.log"
+    proc = subprocess.Popen(["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "sh", "-c", _ENVD_NS,
+                             "envd-ns", str(testimages.sources().envd), str(sock), str(log)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_port(port, proc)
-        yield port
+        def healthy():
+            if not sock.exists():
+                return False
+            try:
+                return unix_http_status(sock, "/health") == 204
+            except OSError:
+                return False
+        assert wait_for(lambda: healthy() or proc.poll() is not None, 30) and proc.poll() is None, \
+            f"real envd did not answer /health: {log.read_text() if log.exists() else ''}"
+        yield sock
     finally:
         stop_process(proc)
+
+
+def unix_http_status(path: pathlib.Path, target: str) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(path))
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+        return int(recv_to_eof(s).split(b" ")[1])
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ sys.path.insert(0, str(HERE.parent / "ci"))
 sys.path.insert(0, str(HERE.parent / "relay"))
 
 from harness import BUILD  # noqa: E402
-from hostlink_helpers import envd_standin, fake_vmm  # noqa: E402
+from hostlink_helpers import fake_vmm, real_envd  # noqa: E402
 from ocifixture import make_flavor_dir  # noqa: E402
 from relay_helpers import ROOT, LoopbackServer  # noqa: E402
 
@@ -52,16 +52,17 @@ def test_cid_form(tmp_path):
 
 
 @pytest.fixture
-def envd():
-    with envd_standin() as port:
-        yield port
+def envd(tmp_path):
+    """The real envd, its port reached through a unix socket (unix:PATH)."""
+    with real_envd(tmp_path) as sock:
+        yield f"unix:{sock}"
 
 
 def test_uds_host_warmup_runs(tmp_path, envd):
     t = templates(tmp_path, "uds")
     ci = LoopbackServer("http")
     try:
-        with fake_vmm(tmp_path / "v.sock", {49983: f"127.0.0.1:{envd}", 49999: f"127.0.0.1:{ci.port}"}) as uds:
+        with fake_vmm(tmp_path / "v.sock", {49983: envd, 49999: f"127.0.0.1:{ci.port}"}) as uds:
             for flavor in ("e2b-rt", "e2b-ci"):
                 cp = run_host(t[flavor]["hostWarmup"], uds)
                 assert cp.returncode == 0, (flavor, cp.stderr)

@@ -1,7 +1,8 @@
 """e2b-hostlink against a stand-in of Firecracker's hybrid-vsock socket
 (tests/hostlink/fake_hybrid_vsock.py: the handshake, then a bridge to local
 TCP or unix sockets), with real parts behind it: mmds-serve's control socket,
-the envd stand-in (tests/envd-standin), and vsock-relay for the dynamic
+the real envd (built from its pinned source, in a network namespace of its
+own), and vsock-relay for the dynamic
 relay. Every command and every error; against both builds."""
 import json
 import pathlib
@@ -17,7 +18,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
 from harness import assert_no_sanitizer_report, free_port, stop_process  # noqa: E402
-from hostlink_helpers import envd_standin, fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
+from hostlink_helpers import fake_vmm, real_envd, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
 from relay_helpers import LoopbackServer, activated, exchange, vsock_ports  # noqa: E402
 
 PORTS = vsock_ports()
@@ -29,12 +30,14 @@ ENVD, CI, RELAY, CONTROL = (PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INT
 def mmds_control(tools, tmp_path):
     """mmds-serve (same build variant) with its control API on a unix socket."""
     ctl = tmp_path / "ctl" / "control.sock"
+    (tmp_path / "doc").mkdir(exist_ok=True)  # before mmds-serve watches it
     log = open(tmp_path / "mmds-serve.log", "w+")
     proc = subprocess.Popen([tools.path("mmds-serve"), "--document", str(tmp_path / "doc" / "document.json"),
                              "--listen", f"127.0.0.1:{free_port()}", "--control", str(ctl)],
                             stdout=subprocess.DEVNULL, stderr=log)
-    (tmp_path / "doc").mkdir(exist_ok=True)
-    assert wait_for(lambda: ctl.exists() or proc.poll() is not None), "mmds-serve control socket missing"
+    # The socket file appears at bind(), before listen(): wait for a connect.
+    assert wait_for(lambda: accepts(ctl) or proc.poll() is not None) and proc.poll() is None, \
+        f"mmds-serve control socket missing (exit {proc.poll()}): {(tmp_path / 'mmds-serve.log').read_text()}"
     yield ctl
     stop_process(proc)
     log.seek(0)
@@ -42,11 +45,20 @@ def mmds_control(tools, tmp_path):
     assert "Sanitizer" not in text and "runtime error" not in text, text
 
 
+def accepts(path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(str(path))
+            return True
+        except OSError:
+            return False
+
+
 @pytest.fixture
-def envd():
-    """The envd stand-in (Go net/http, GET /health -> 204) on a free port."""
-    with envd_standin() as port:
-        yield port
+def envd(tmp_path):
+    """The real envd, its port reached through a unix socket: map it as unix:PATH."""
+    with real_envd(tmp_path) as sock:
+        yield f"unix:{sock}"
 
 
 @pytest.fixture
@@ -94,7 +106,7 @@ def test_mmds_missing_file(tools, tmp_path):
 # ------------------------------------------------------------------ wait ---
 
 def test_wait_returns_on_204(tools, tmp_path, envd):
-    with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{envd}"}) as uds:
+    with fake_vmm(tmp_path / "v.sock", {ENVD: envd}) as uds:
         cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "10", "wait")
     assert cp.returncode == 0, cp.stderr
     assert f"{uds} port {ENVD}: /health 204" in cp.stderr
@@ -218,7 +230,7 @@ def test_usage_errors(tools, args, msg):
 # --------------------------------------------------------------- forward ---
 
 def test_forward_fixed_relay_to_envd(tools, tmp_path, envd):
-    with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{envd}"}) as uds, \
+    with fake_vmm(tmp_path / "v.sock", {ENVD: envd}) as uds, \
             forwarding(tools.path("e2b-hostlink"), uds, ENVD, tmp_path / "fwd.log") as (port, proc):
         for _ in range(3):  # one connection each
             assert http_get(port, "/health")[0] == 204

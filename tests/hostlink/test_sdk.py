@@ -1,7 +1,6 @@
 """The real, unmodified @e2b/code-interpreter SDK from npm, in debug mode,
 through e2b-hostlink forward and the hybrid-vsock stand-in into an e2b-ci
-stack started from the built tree (tests/image_ci/stack.sh) and the envd
-stand-in. Builds e2b-ci (or takes E2B_SDK_CI_TREE): run it under the heavy
+stack started from the built tree with its real envd (tests/image_ci/stack.sh). Builds e2b-ci (or takes E2B_SDK_CI_TREE): run it under the heavy
 lock. The SDK is installed with npm into build/npm-sdk at test time."""
 import json
 import os
@@ -49,10 +48,9 @@ def test_sdk_in_debug_mode_through_forward(tmp_path, release_tools):
     require_root()
     sdk = install_sdk()
     tree = ci_tree()
-    envd = testimages.standins().envd
     cp = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
                          str(HERE / "sdk_stack.sh"), str(tree), str(tmp_path), release_tools.path("e2b-hostlink"),
-                         str(envd), str(sdk)], capture_output=True, text=True, timeout=600)
+                         str(sdk)], capture_output=True, text=True, timeout=600)
     line = next((l for l in cp.stdout.splitlines() if l.startswith("SDK ")), None)
     assert line, f"no SDK line (rc {cp.returncode}):\n{cp.stdout[-3000:]}\n{cp.stderr[-3000:]}"
     got = json.loads(line[4:])

@@ -1,10 +1,12 @@
-"""Helpers and fixtures for the image tests (tests/image/): the envd test stand-in, served from loopback
-and pinned in a test lock, and one real e2b-rt build (session scope).
+"""Helpers and fixtures for the image tests (tests/image/): the real envd
+built from its pinned source (tests/testimages.py), and one real e2b-rt build
+(session scope) with the shipped recipes.
 
-The real envd release cannot be downloaded on our machines, so the build uses
-recipes=<tmp> whose envd.lock points at the stand-in (tests/envd-standin/,
-built here, never shipped). The package caches are the repository's
-(out/cache), so builds after the first are warm.
+envd=release needs a binary pinned by its sha256: the release itself cannot be
+downloaded on our machines, so those tests serve the real envd (built from
+source) from loopback and pin it in a test lock (write_release_lock). The
+package caches are the repository's (out/cache), so builds after the first
+are warm.
 """
 import pathlib
 import subprocess
@@ -21,7 +23,8 @@ FLAVOR = "e2b-rt"
 BUILD_TIMEOUT = testimages.BUILD_TIMEOUT
 
 
-def write_lock(directory: pathlib.Path, url: str, sha256: str, version="0.8.0") -> pathlib.Path:
+def write_release_lock(directory: pathlib.Path, url: str, sha256: str, version="0.6.13") -> pathlib.Path:
+    """recipes= for envd=release: [envd] pins the binary at URL by SHA256."""
     return testimages.write_envd_lock(directory, url, sha256, version)
 
 
@@ -30,31 +33,31 @@ def make_image(out: pathlib.Path, recipes: pathlib.Path, *extra, target="image",
     return testimages.make(FLAVOR, out, target, *extra, recipes=recipes, cache=cache, timeout=timeout)
 
 
+def make_release_image(out: pathlib.Path, recipes: pathlib.Path, *extra, **kw) -> subprocess.CompletedProcess:
+    """make with envd=release and RECIPES (a release lock)."""
+    return make_image(out, recipes, "envd=release", *extra, **kw)
+
+
 # Fixtures. Test modules import them by name (no conftest.py per folder: see
 # tests/harness.py).
 
 @pytest.fixture(scope="session")
-def standin():
-    """The envd stand-in binary, built reproducibly; (path, version output)."""
-    s = testimages.standins()
-    return s.envd, s.envd_version_output
+def real_envd():
+    """The real envd built from the shipped source pin; (path, version output, build record)."""
+    s = testimages.sources()
+    return s.envd, s.envd_version_output, s.envd_build
 
 
 @pytest.fixture(scope="session")
 def artifact_server():
-    """The session's HTTP server on 127.0.0.1, serving the stand-in at /envd."""
-    return testimages.standins().served.base
-
-
-@pytest.fixture(scope="session")
-def test_recipes(tmp_path_factory):
-    return testimages.standins().recipes(FLAVOR, tmp_path_factory.mktemp("recipes"))
+    """The session's HTTP server on 127.0.0.1, serving the real envd at /envd."""
+    return testimages.sources().served.base
 
 
 @pytest.fixture(scope="session")
 def built():
-    """The session's one real build of e2b-rt (mkosi, packing) with the stand-in
-    recipes, shared with tests/boot through tests/testimages.py."""
+    """The session's one real build of e2b-rt (mkosi, packing) with the shipped
+    recipes, shared with tests/boot and tests/sdk through tests/testimages.py."""
     b = testimages.image(FLAVOR)
     if not b.ok or b.cp.returncode != 0:
         pytest.fail(b.failure())

@@ -18,9 +18,9 @@ import tarfile
 
 import pytest
 
+import testimages
 from image_helpers import (  # noqa: F401  (fixtures are used by name)
-    FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
-    test_recipes, write_lock,
+    FLAVOR, ROOT, built, make_image, real_envd, sha256_file,
 )
 
 GUARDED_UNITS = ("envd.service", "mmds.socket", "mmds-vsock.socket", "mmds.service")
@@ -124,9 +124,9 @@ def debugfs(img, request):
                           text=True, timeout=120).stdout
 
 
-def test_ext4_holds_the_image(built, standin):
+def test_ext4_holds_the_image(built, real_envd):
     img = built.dir / "rootfs.ext4"
-    assert debugfs(img, "cat /etc/envd-version") == standin[1]
+    assert debugfs(img, "cat /etc/envd-version") == real_envd[1]
     st = debugfs(img, "stat /usr/local/bin/envd")
     assert re.search(r"Mode:\s+0755", st), st
     assert re.search(r"User:\s+0\s+Group:\s+0", st), st
@@ -150,7 +150,7 @@ def test_ext4_superblock_is_fixed(built):
 
 # --- manifest ------------------------------------------------------------
 
-def test_manifest_fields(built, standin):
+def test_manifest_fields(built, real_envd):
     m = built.manifest
     assert (m["flavor"], m["distro"], m["release"]) == (FLAVOR, "debian", "trixie")
     suites = {s["suite"]: s for s in m["archive"]["suites"]}
@@ -165,9 +165,31 @@ def test_manifest_fields(built, standin):
     installed = re.findall(r"^Package: (\S+)\n(?:.+\n)*?Status: install ok installed", status, re.M)
     assert sorted(set(installed)) == sorted(pkgs)
     (envd,) = [a for a in m["artifacts"] if a["name"] == "envd"]
-    assert envd["sha256"] == sha256_file(standin[0])
-    assert envd["path"] == "/usr/local/bin/envd" and envd["version"] == standin[1].strip()
-    o = m["outputs"]
+    assert envd["sha256"] == sha256_file(real_envd[0])
+    assert envd["path"] == "/usr/local/bin/envd" and envd["version"] == real_envd[1].strip()
+
+
+def test_manifest_records_envd_source_go_and_modules(built):
+    """envd=source: the source pin, the commit, the Go version and every module
+    with its version and go.sum hash, as `go version -m` reads them from the
+    shipped binary itself."""
+    (envd,) = [a for a in built.manifest["artifacts"] if a["name"] == "envd"]
+    pin = testimages.lock_stanza(testimages.SHIPPED_ENVD_LOCK, "envd-source")
+    assert envd["built_from"] == {k: pin[k] for k in ("commit", "name", "tree_sha256", "url", "version")}
+    assert envd["go"] == testimages.make_var("go_toolchain")
+    assert envd["build_settings"]["CGO_ENABLED"] == "0" and envd["build_settings"]["-trimpath"] == "true"
+    cp = subprocess.run(["go", "version", "-m", "-json", str(built.tree / "usr/local/bin/envd")],
+                        capture_output=True, text=True, check=True, timeout=60)
+    deps = json.loads(cp.stdout)["Deps"]
+    assert [(m["path"], m["version"], m.get("sum")) for m in envd["modules"]] == \
+        [(d["Path"], d["Version"], d.get("Sum")) for d in deps]
+    # Every module outside the tree is pinned by its go.sum hash.
+    assert all(m.get("sum", "").startswith("h1:") or m.get("replace") for m in envd["modules"]), envd["modules"]
+    assert {m["path"] for m in envd["modules"]} >= {"connectrpc.com/connect", "github.com/creack/pty"}
+
+
+def test_manifest_outputs(built):
+    o = built.manifest["outputs"]
     assert o["rootfs.ext4"]["sha256"] == sha256_file(built.dir / "rootfs.ext4")
     layer = o["oci"]["layers"][0]
     blob = built.dir / "oci/blobs/sha256" / layer["digest"].split(":")[1]
@@ -181,20 +203,20 @@ def test_layer_within_size_target(built):
 
 # --- contents ------------------------------------------------------------
 
-def test_envd_version_matches_binary(tree, standin):
-    assert (tree / "etc/envd-version").read_text() == standin[1]
+def test_envd_version_matches_binary(tree, real_envd):
+    assert (tree / "etc/envd-version").read_text() == real_envd[1]
     out = subprocess.run([str(tree / "usr/local/bin/envd"), "-version"], capture_output=True,
                          text=True, check=True, timeout=30).stdout
     assert out == (tree / "etc/envd-version").read_text()
 
 
-def test_binaries_and_modes(layer, standin):
+def test_binaries_and_modes(layer, real_envd):
     members, t = layer
     for name in ("usr/local/bin/envd", "usr/local/bin/envd-guard", "usr/local/bin/mmds-serve"):
         mi = members[name]
         assert mi.isfile() and stat.S_IMODE(mi.mode) == 0o755 and (mi.uid, mi.gid) == (0, 0), name
     data = t.extractfile(members["usr/local/bin/envd"]).read()
-    assert hashlib.sha256(data).hexdigest() == sha256_file(standin[0])
+    assert hashlib.sha256(data).hexdigest() == sha256_file(real_envd[0])
     for name in ("etc/shadow", "etc/gshadow"):
         assert stat.S_IMODE(members[name].mode) & 0o007 == 0, name
 
@@ -352,14 +374,14 @@ def test_apt_sources_are_the_build_sources(tree):
 
 # --- reproducibility -----------------------------------------------------
 
-def test_second_build_is_identical(built, test_recipes):
+def test_second_build_is_identical(built):
     """A second build of the same commit, in another directory, with the warm
     caches, gives the same OCI manifest/config/layer digests and ext4 bytes.
     (`make repro` does the stricter variant: two builds without the cached
     package installation.)"""
     out2 = ROOT / "out" / "test-image-2"
     shutil.rmtree(out2, ignore_errors=True)
-    cp = make_image(out2, test_recipes)
+    cp = make_image(out2, testimages.sources().recipes(FLAVOR), *testimages.sources().make_args(FLAVOR))
     assert cp.returncode == 0, cp.stderr[-6000:]
     cmp = subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/compare.py"),
                           str(built.dir), str(out2 / FLAVOR)],

@@ -1,19 +1,18 @@
 """The quick steps of `make image`, which must stop a doomed build before
 mkosi runs: pinned artifacts (through pinfetch), the envd version, the apt
 sources. Plus sources.py against fake apt configurations and the envd
-stand-in's MMDS flow (the behaviour the boot test relies on)."""
+bad inputs of envd=source (os-image/envd-source.sh)."""
 import hashlib
-import http.server
+import io
 import json
 import os
+import shutil
 import subprocess
-import threading
-import time
 
-from harness import stop_process
+import testimages
 from image_helpers import (  # noqa: F401  (fixtures are used by name)
-    FLAVOR, ROOT, artifact_server, built, free_port, make_image, sha256_file, standin,
-    test_recipes, write_lock,
+    FLAVOR, ROOT, artifact_server, built, free_port, make_release_image, real_envd, sha256_file,
+    write_release_lock,
 )
 
 SOURCES = ROOT / "os-image/sources.py"
@@ -28,9 +27,9 @@ def assert_mkosi_never_ran(cp, out):
 def test_unreachable_artifact_fails_fast_naming_it(tmp_path):
     port = free_port()  # nothing listens there: connection refused
     url = f"http://127.0.0.1:{port}/envd"
-    recipes = write_lock(tmp_path / "recipes", url, "ab" * 32)
+    recipes = write_release_lock(tmp_path / "recipes", url, "ab" * 32)
     out = tmp_path / "out"
-    cp = make_image(out, recipes, cache=tmp_path / "cache", timeout=300)
+    cp = make_release_image(out, recipes, cache=tmp_path / "cache", timeout=300)
     assert cp.returncode != 0
     err = cp.stderr
     assert "envd" in err and url in err, err
@@ -42,43 +41,43 @@ def test_unreachable_artifact_fails_fast_naming_it(tmp_path):
 
 
 def test_wrong_sha_fails_before_mkosi(tmp_path, artifact_server):
-    wrong = hashlib.sha256(b"not the stand-in").hexdigest()
-    recipes = write_lock(tmp_path / "recipes", f"{artifact_server}/envd", wrong)
+    wrong = hashlib.sha256(b"not the real envd").hexdigest()
+    recipes = write_release_lock(tmp_path / "recipes", f"{artifact_server}/envd", wrong)
     out = tmp_path / "out"
-    cp = make_image(out, recipes, cache=tmp_path / "cache", timeout=300)
+    cp = make_release_image(out, recipes, cache=tmp_path / "cache", timeout=300)
     assert cp.returncode != 0
     assert "sha256" in cp.stderr and wrong in cp.stderr, cp.stderr
     assert_mkosi_never_ran(cp, out)
     assert not (out / FLAVOR / "work/extra/usr/local/bin/envd").exists()
 
 
-def test_wrong_version_in_lock_fails_before_mkosi(tmp_path, standin, artifact_server):
-    recipes = write_lock(tmp_path / "recipes", f"{artifact_server}/envd",
-                         sha256_file(standin[0]), version="9.9.9")
+def test_wrong_version_in_lock_fails_before_mkosi(tmp_path, real_envd, artifact_server):
+    recipes = write_release_lock(tmp_path / "recipes", f"{artifact_server}/envd",
+                         sha256_file(real_envd[0]), version="9.9.9")
     out = tmp_path / "out"
-    cp = make_image(out, recipes, cache=tmp_path / "cache", timeout=300)
+    cp = make_release_image(out, recipes, cache=tmp_path / "cache", timeout=300)
     assert cp.returncode != 0
     assert "envd" in cp.stderr and "9.9.9" in cp.stderr, cp.stderr
     assert_mkosi_never_ran(cp, out)
 
 
-def test_offline_uses_filled_cache_and_pin_mirror(tmp_path, standin, artifact_server):
-    sha = sha256_file(standin[0])
+def test_offline_uses_filled_cache_and_pin_mirror(tmp_path, real_envd, artifact_server):
+    sha = sha256_file(real_envd[0])
     cache = tmp_path / "cache"
-    online = write_lock(tmp_path / "online", f"{artifact_server}/envd", sha)
-    cp = make_image(tmp_path / "o1", online, target="image-preflight", cache=cache, timeout=300)
+    online = write_release_lock(tmp_path / "online", f"{artifact_server}/envd", sha)
+    cp = make_release_image(tmp_path / "o1", online, target="image-preflight", cache=cache, timeout=300)
     assert cp.returncode == 0, cp.stderr
     assert (cache / "pinfetch/sha256" / sha).is_file()
     # The canonical URL is now dead; offline=1 is served from the cache.
-    dead = write_lock(tmp_path / "dead", f"http://127.0.0.1:{free_port()}/envd", sha)
-    cp = make_image(tmp_path / "o2", dead, "offline=1", target="image-preflight", cache=cache,
+    dead = write_release_lock(tmp_path / "dead", f"http://127.0.0.1:{free_port()}/envd", sha)
+    cp = make_release_image(tmp_path / "o2", dead, "offline=1", target="image-preflight", cache=cache,
                     timeout=300)
     assert cp.returncode == 0, cp.stderr
     got = tmp_path / "o2" / FLAVOR / "work/extra/usr/local/bin/envd"
     assert sha256_file(got) == sha and os.stat(got).st_mode & 0o777 == 0o755
-    assert (tmp_path / "o2" / FLAVOR / "work/extra/etc/envd-version").read_text() == standin[1]
+    assert (tmp_path / "o2" / FLAVOR / "work/extra/etc/envd-version").read_text() == real_envd[1]
     # A copy of the cache is a mirror (file://), used with an empty cache.
-    cp = make_image(tmp_path / "o3", dead, f"pin_mirror=file://{cache / 'pinfetch'}",
+    cp = make_release_image(tmp_path / "o3", dead, f"pin_mirror=file://{cache / 'pinfetch'}",
                     "offline=1", target="image-preflight", cache=tmp_path / "empty", timeout=300)
     assert cp.returncode == 0, cp.stderr
 
@@ -163,61 +162,93 @@ def test_sources_without_any_source_names_the_fix(tmp_path):
     assert cp.returncode == 1 and "mirror=" in cp.stderr
 
 
-# --- the envd stand-in -----------------------------------------------------
+# --- envd=source: bad inputs stop the build before mkosi, leaving nothing ---
 
-class FakeMMDS(http.server.BaseHTTPRequestHandler):
-    """Records requests; answers a token, then a document."""
-    seen = []
-
-    def log_message(self, *a):
-        pass
-
-    def do_PUT(self):
-        FakeMMDS.seen.append(("PUT", self.path, dict(self.headers)))
-        body = b"tok-123"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        FakeMMDS.seen.append(("GET", self.path, dict(self.headers)))
-        body = json.dumps({"instanceID": "sbx-1", "envID": "tpl-1"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def assert_stopped_clean(cp, out):
+    assert cp.returncode != 0
+    assert_mkosi_never_ran(cp, out)
+    assert not (out / FLAVOR / "work").exists(), sorted(p.name for p in (out / FLAVOR).iterdir())
 
 
-def test_standin_does_envds_mmds_flow_and_health(tmp_path, standin):
-    FakeMMDS.seen = []
-    mmds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeMMDS)
-    threading.Thread(target=mmds.serve_forever, daemon=True).start()
-    port = free_port()
-    run_dir = tmp_path / "run"
-    p = subprocess.Popen([str(standin[0]), "-port", str(port), "-run-dir", str(run_dir),
-                          "-mmds", f"http://127.0.0.1:{mmds.server_address[1]}"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (run_dir / ".E2B_SANDBOX_ID").exists():
-            time.sleep(0.05)
-        assert (run_dir / ".E2B_SANDBOX_ID").read_text() == "sbx-1"
-        assert (run_dir / ".E2B_TEMPLATE_ID").read_text() == "tpl-1"
-        put = [s for s in FakeMMDS.seen if s[0] == "PUT"][0]
-        assert put[1] == "/latest/api/token" and put[2].get("X-metadata-token-ttl-seconds") == "60"
-        get = [s for s in FakeMMDS.seen if s[0] == "GET"][0]
-        assert get[2].get("X-metadata-token") == "tok-123"
-        assert get[2].get("Accept") == "application/json"
-        import urllib.request
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-            assert r.status == 204 and r.read() == b""
-    finally:
-        stop_process(p)
-        mmds.shutdown()
-        mmds.server_close()
+def source_preflight(tmp_path, *args, cache=None, env=None):
+    """make image-preflight with the shipped recipes (envd=source)."""
+    s = testimages.sources()
+    return testimages.make(FLAVOR, tmp_path / "out", "image-preflight", *args, recipes=s.recipes(FLAVOR),
+                           cache=cache or tmp_path / "cache", timeout=900, env=env)
 
 
-def test_standin_says_it_is_a_stand_in():
-    src = (ROOT / "tests/envd-standin/main.go").read_text()
-    assert "TEST STAND-IN" in src and "never" in src
+def test_unknown_envd_value_stops_naming_it(tmp_path):
+    cp = source_preflight(tmp_path, "envd=nightly", *testimages.sources().make_args(FLAVOR))
+    assert_stopped_clean(cp, tmp_path / "out")
+    assert "envd=nightly: unknown" in cp.stderr and "envd=source" in cp.stderr and "envd=release" in cp.stderr
+
+
+def test_tampered_source_archive_stops_before_go(tmp_path):
+    """A mirror copy of the tag's archive with one file changed: pinfetch refuses
+    the tree, and neither Go nor mkosi runs."""
+    import tarfile
+    pin = testimages.lock_stanza(testimages.SHIPPED_ENVD_LOCK, "envd-source")
+    mirror = tmp_path / "mirror" / "tree"
+    mirror.mkdir(parents=True)
+    with tarfile.open(testimages.envd_source_archive()) as src, \
+            tarfile.open(mirror / testimages.tree_pin_hex(pin["tree_sha256"]), "w:gz") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.endswith("packages/envd/pkg/version.go"):
+                data = data.replace(b"0.6.13", b"0.6.14")
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    cp = source_preflight(tmp_path, f"pin_mirror=file://{mirror.parent}")
+    assert_stopped_clean(cp, tmp_path / "out")
+    assert "[envd-source]" in cp.stderr and pin["tree_sha256"] in cp.stderr, cp.stderr[-3000:]
+    assert "pin_mirror=" in cp.stderr and "envd=release" in cp.stderr
+    assert "building envd" not in cp.stderr
+
+
+def test_module_not_matching_go_sum_stops(tmp_path):
+    """A module proxy (file://, a copy of the session's module cache) that serves
+    a changed zip of one module: go refuses it against go.sum, nothing is built."""
+    import zipfile
+    downloads = testimages.CACHE / "go" / "mod" / "cache" / "download"
+    proxy = tmp_path / "proxy"
+    shutil.copytree(downloads, proxy, copy_function=os.link)
+    victim = proxy / "github.com/creack/pty/@v/v1.1.24.zip"
+    data = victim.read_bytes()
+    victim.unlink()
+    with zipfile.ZipFile(io.BytesIO(data)) as zin, zipfile.ZipFile(victim, "w") as zout:
+        for info in zin.infolist():
+            body = zin.read(info)
+            if info.filename.endswith("/doc.go"):
+                body += b"\n// changed on the way\n"
+            zout.writestr(info, body)
+    env = dict(os.environ, GOPROXY=f"file://{proxy}")
+    cp = source_preflight(tmp_path, *testimages.sources().make_args(FLAVOR), env=env)
+    assert_stopped_clean(cp, tmp_path / "out")
+    assert "does not match envd's go.sum" in cp.stderr, cp.stderr[-3000:]
+    assert "github.com/creack/pty" in cp.stderr and "GOPROXY" in cp.stderr
+    assert not any((tmp_path / "cache" / "envd-source").glob("*/envd"))
+
+
+def test_toolchain_that_cannot_be_had_stops(tmp_path):
+    env = dict(os.environ, GOPROXY="off")
+    cp = source_preflight(tmp_path, "go_toolchain=go1.26.99", *testimages.sources().make_args(FLAVOR), env=env)
+    assert_stopped_clean(cp, tmp_path / "out")
+    assert "Go toolchain go1.26.99 cannot be had" in cp.stderr, cp.stderr[-3000:]
+    assert "go_toolchain=" in cp.stderr and "offline=1" in cp.stderr
+
+
+def test_offline_rebuild_from_module_cache_gives_the_same_envd(tmp_path, real_envd):
+    """A second envd build, offline (GOPROXY=off, no pin mirror), from the
+    session's pinfetch and module caches but without the built binary: the same
+    bytes as the first, and the image's /etc/envd-version from it."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for d in ("pinfetch", "go"):
+        (cache / d).symlink_to(testimages.CACHE / d)
+    cp = source_preflight(tmp_path, "offline=1", cache=cache)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert "building envd 0.6.13" in cp.stderr
+    extra = tmp_path / "out" / FLAVOR / "work/extra"
+    assert sha256_file(extra / "usr/local/bin/envd") == sha256_file(real_envd[0])
+    assert (extra / "etc/envd-version").read_text() == real_envd[1]
+

@@ -4,8 +4,9 @@
 #
 #   start_e2b_ci_stack TREE LOGDIR
 #
-# Mounts /proc, /tmp, /home (with user's home), /dev and /dev/shm into TREE, serves a
-# stand-in envd /envs on 127.0.0.1:49983 (the API server calls it), starts
+# Mounts /proc, /tmp, /run, /home (with user's home), /dev and /dev/shm into
+# TREE, starts the tree's real envd on 127.0.0.1:49983 (the API server calls
+# its /envs; E2B_CI_ENVD_LOG names a file for its log), starts
 # Jupyter and then the API server as uid 1000, each with its unit's own
 # ExecStart=, Environment= and WorkingDirectory= (unit_cmd.py), and waits for
 # each to answer. Returns non-zero if the API server never answers /health.
@@ -39,13 +40,19 @@ mount_e2b_ci_tree() {
 	# A plain bind leaves out /dev/shm (a mount of its own): give the stack a
 	# writable one, as systemd does in the guest (joblib, multiprocessing).
 	mount -t tmpfs -o mode=1777 tmpfs "$E2B_CI_TREE/dev/shm"
-	/usr/bin/python3 -c '
-import http.server
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
-    def log_message(self, *a): pass
-http.server.HTTPServer(("127.0.0.1", 49983), H).serve_forever()' &
+	# The tree's own envd (the real one, built from source) on 0.0.0.0:49983
+	# of this private network namespace, as root like envd.service; the API
+	# server reads its GET /envs. -isnotfc: there is no MMDS here. Its /run
+	# is a tmpfs, so nothing is written into the built tree.
+	mount -t tmpfs -o mode=0755 tmpfs "$E2B_CI_TREE/run"
+	chroot "$E2B_CI_TREE" /usr/local/bin/envd -isnotfc -no-cgroups > "${E2B_CI_ENVD_LOG:-/dev/null}" 2>&1 &
+	local i
+	for i in $(seq 1 300); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49983/health)" = 204 ] && return 0
+		sleep 0.1
+	done
+	echo "stack.sh: the tree's envd did not answer /health on 127.0.0.1:49983" >&2
+	return 1
 }
 
 # start_jupyter LOGDIR: Jupyter, waited for (60 s).
@@ -78,7 +85,7 @@ wait_api_server() {
 
 start_e2b_ci_stack() {
 	local logs=$2
-	mount_e2b_ci_tree "$1"
+	mount_e2b_ci_tree "$1" || return 1
 	start_jupyter "$logs"
 	start_api_server "$logs"
 	wait_api_server 90
@@ -88,5 +95,6 @@ stop_e2b_ci_stack() {
 	pkill -u 1000 || true
 	kill %1 2>/dev/null || true
 	sleep 1
-	umount "$E2B_CI_TREE/dev/shm" "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/proc"
+	umount "$E2B_CI_TREE/dev/shm" "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/run" \
+		"$E2B_CI_TREE/proc"
 }

@@ -9,7 +9,7 @@ The code-interpreter comes from the shipped recipes/code-interpreter.lock,
 its archive served as a pin_mirror=file:// tree mirror, when a git archive of
 the pinned commit is in ../shared/upstream/; otherwise from the stand-in
 tests/fixtures/code-interpreter with a test lock (pytest's summary says
-which). envd is the stand-in from tests/envd-standin, served from loopback
+which). envd is the real one, built from its pinned source
 (tests/testimages.py); package caches are the repository's (out/cache),
 shared with tests/image.
 """
@@ -99,7 +99,7 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
 def test_manifest_lists_the_archive_pin(built):
     m = built.manifest
     text = json.dumps(m)
-    assert testimages.standins().ci_commit in text
+    assert testimages.sources().ci_commit in text
     pkgs = text
     for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
         assert name in pkgs

@@ -85,14 +85,10 @@ def test_code_interpreter_lock_pins_a_commit_by_its_tree(release_tools):
 
 def test_without_a_source_the_build_stops_at_once_naming_the_artifact_and_url(tmp_path):
     """The shipped code-interpreter lock, no mirror, no network: make stops
-    before mkosi in about a second, naming code-interpreter and its URL. (envd
-    is the test stand-in, served from loopback, since the real one cannot be had.)"""
-    s = testimages.standins()
-    recipes = tmp_path / "recipes"
-    testimages.write_envd_lock(recipes, s.served.url("envd"), s.envd_sha256, s.envd_version)
-    shutil.copyfile(LOCK, recipes / "code-interpreter.lock")
+    before mkosi in about a second, naming code-interpreter and its URL. (The
+    shipped recipes: the code-interpreter is pinned before envd is built.)"""
     subprocess.run(["make", "-s", "-C", str(ROOT), "tools"], check=True, capture_output=True)
-    cp = testimages.make("e2b-ci", tmp_path / "out", recipes=recipes, cache=tmp_path / "cache")
+    cp = testimages.make("e2b-ci", tmp_path / "out", recipes=testimages.SHIPPED_RECIPES, cache=tmp_path / "cache")
     url = testimages.lock_stanza(LOCK, "code-interpreter")["url"]
     assert cp.returncode != 0
     assert "code-interpreter" in cp.stderr and url in cp.stderr and "before mkosi" in cp.stderr, cp.stderr

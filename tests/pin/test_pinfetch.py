@@ -484,7 +484,7 @@ def test_field_prints_one_value(tools, work, key, value):
 
 @pytest.mark.parametrize("name,key,needle", [
     ("other", "size", ": [other] has no size (it is optional)"),
-    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, tree_sha256, size)"),
+    ("envd", "bogus", ": --field bogus: unknown key (known: name, version, url, sha256, tree_sha256, size, commit)"),
     ("nope", "url", ": no [nope] stanza (it has: other, envd)"),
 ])
 def test_field_errors_name_the_lock(tools, work, name, key, needle):
