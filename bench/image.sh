@@ -5,30 +5,29 @@
 # configuration and tree (what you get without os-image/pack.py; it is not
 # reproducible, see os-image/README.md). Prints the ratios.
 #
-# The real envd cannot be downloaded on our machines, so unless
-# BENCH_RECIPES=DIR is given this pins the envd test stand-in (built from
-# tests/envd-standin, served on 127.0.0.1) like the tests do.
+# Builds with tests/testimages.py's recipes and pin mirror (the real envd from
+# its pinned source; ../shared/upstream's archive on a file:// tree mirror)
+# unless BENCH_RECIPES=DIR (and BENCH_MAKE_ARGS) are given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 flavor=${flavor:-e2b-rt}
 tmp=$(mktemp -d)
-srv_pid=
-cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 
 recipes=${BENCH_RECIPES:-}
+make_args=${BENCH_MAKE_ARGS:-}
 if [ -z "$recipes" ]; then
-    mkdir -p "$tmp/srv" "$tmp/recipes"
-    tests/envd-standin/build.sh "$tmp/srv/envd"
-    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    (cd "$tmp/srv" && exec /usr/bin/python3 -m http.server --bind 127.0.0.1 "$port" >/dev/null 2>&1) &
-    srv_pid=$!
-    sleep 0.5
-    printf '[envd]\nversion = %s\nurl = http://127.0.0.1:%s/envd\nsha256 = %s\n' \
-        "$("$tmp/srv/envd" -version)" "$port" "$(sha256sum "$tmp/srv/envd" | cut -d' ' -f1)" \
-        > "$tmp/recipes/envd.lock"
-    recipes=$tmp/recipes
+    # The session's mirror lives as long as its Python process: make our own.
+    eval "$(/usr/bin/python3 - "$tmp" <<'PY'
+import sys, pathlib
+sys.path.insert(0, "tests")
+import testimages as t
+d = pathlib.Path(sys.argv[1]) / "mirror"
+t.fill_pin_mirror(d)
+print(f"recipes={t.SHIPPED_RECIPES}; make_args='pin_mirror=file://{d}'")
+PY
+)"
 fi
 
 now() { date +%s.%N; }
@@ -36,18 +35,18 @@ secs() { /usr/bin/python3 -c "print(f'{$2 - $1:.1f}')"; }
 mib() { /usr/bin/python3 -c "print(f'{$1 / 1048576:.1f}')"; }
 
 # Fill the caches if needed (not timed), then time a warm rebuild.
-make --no-print-directory image flavor="$flavor" recipes="$recipes" out=out/bench cache=out/cache >/dev/null 2>&1
+make --no-print-directory image flavor="$flavor" recipes="$recipes" $make_args out=out/bench cache=out/cache >/dev/null 2>&1
 t0=$(now)
-make --no-print-directory image flavor="$flavor" recipes="$recipes" out=out/bench cache=out/cache >"$tmp/warm.log" 2>&1
+make --no-print-directory image flavor="$flavor" recipes="$recipes" $make_args out=out/bench cache=out/cache >"$tmp/warm.log" 2>&1
 t1=$(now)
 warm=$(secs "$t0" "$t1")
 ours=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["outputs"]["oci"]["layers"][0]["size"])' "out/bench/$flavor/manifest.json")
 
 # Peer: mkosi's own OCI writer, same config and tree, warm caches as well.
-make --no-print-directory image flavor="$flavor" recipes="$recipes" out=out/bench-peer cache=out/cache \
+make --no-print-directory image flavor="$flavor" recipes="$recipes" $make_args out=out/bench-peer cache=out/cache \
     MKOSI_ARGS="--format oci" PACK=0 >/dev/null 2>&1 || true
 t2=$(now)
-make --no-print-directory image flavor="$flavor" recipes="$recipes" out=out/bench-peer cache=out/cache \
+make --no-print-directory image flavor="$flavor" recipes="$recipes" $make_args out=out/bench-peer cache=out/cache \
     MKOSI_ARGS="--format oci" PACK=0 >"$tmp/peer.log" 2>&1
 t3=$(now)
 peer_time=$(secs "$t2" "$t3")

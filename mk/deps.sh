@@ -82,8 +82,13 @@ npm_deps() {
     die "npm install$missing_npm failed: the npm registry must be reachable (or set npm's registry to a mirror)"
 }
 
+# envd is built from source with a pinned toolchain (GOTOOLCHAIN, which Go
+# 1.21 and newer fetch through the module proxy): a Go that can switch is
+# needed, found as os-image/envd-source.sh finds it (mk/find-go.sh).
+go_ok() { bash "$(dirname "$0")/find-go.sh" >/dev/null 2>&1; }
+
 need=$(missing | tr '\n' ' ')
-if [ -z "${need// }" ] && mkosi_ok; then
+if [ -z "${need// }" ] && mkosi_ok && go_ok; then
   npm_deps
   exit 0
 fi
@@ -144,5 +149,14 @@ if ! mkosi_ok; then
   fi
 fi
 mkosi_ok || die "mkosi >= 24 is still missing after install; check apt's sources for backports"
+if ! go_ok; then
+  # bookworm's golang-go is 1.19, too old to switch toolchains; trixie's is 1.24.
+  if [ "$codename" = bookworm ]; then
+    apt-get install -y -qq --no-install-recommends -t bookworm-backports golang-1.23-go
+  else
+    apt-get install -y -qq --no-install-recommends golang-go
+  fi
+fi
+go_ok || die "no Go >= 1.21 after install (envd is built from source): install one on PATH"
 npm_deps
 say "done"

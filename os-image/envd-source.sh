@@ -45,8 +45,6 @@ case "$GO_TOOLCHAIN" in
     go1.[0-9]*.[0-9]*) ;;
     *) die "go_toolchain=$GO_TOOLCHAIN: expected a release such as go1.26.8 (GOTOOLCHAIN's form)" ;;
 esac
-command -v go >/dev/null 2>&1 ||
-    die "no \`go\` on PATH: install Go 1.21 or newer (it fetches $GO_TOOLCHAIN itself through the module proxy)"
 
 key=$(printf '%s\n' "tree=$tree" "commit=$commit" "go=$GO_TOOLCHAIN" "$recipe" | sha256sum | cut -c1-32)
 cached=$CACHE/envd-source/$key
@@ -57,11 +55,20 @@ install_from_cache() {
 }
 
 if [ -f "$cached/envd" ] && [ -f "$cached/build.json" ]; then
-    say "envd $version from the cache ($cached: source $tree, $GO_TOOLCHAIN)"
-    install_from_cache
-    exit 0
+    # The record names the bytes it describes: a changed binary is rebuilt.
+    want=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' "$cached/build.json" 2>/dev/null || true)
+    if [ -n "$want" ] && [ "$(sha256sum < "$cached/envd" | cut -d' ' -f1)" = "$want" ]; then
+        say "envd $version from the cache ($cached: source $tree, $GO_TOOLCHAIN)"
+        install_from_cache
+        exit 0
+    fi
+    say "the cached envd in $cached does not match its record; building it again"
+    rm -rf "$cached"
 fi
 
+# A go that can switch toolchains (1.21+); it fetches $GO_TOOLCHAIN itself.
+here=$(cd "$(dirname "$0")" && pwd)
+go=$(bash "$here/../mk/find-go.sh") || die "no Go to build envd with: install Go 1.21 or newer (make deps does)"
 mkdir -p "$CACHE/envd-source" "$CACHE/go/mod"
 work=$(mktemp -d "$CACHE/envd-source/.build.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
@@ -82,9 +89,9 @@ export GOTOOLCHAIN=$GO_TOOLCHAIN GOWORK=off CGO_ENABLED=0 GOOS=linux GOARCH=amd6
        GOEXPERIMENT= GOFLAGS="-mod=readonly -modcacherw" GOMODCACHE=$CACHE/go/mod \
        GOCACHE=$work/gocache GOTELEMETRY=off
 [ "${OFFLINE:-0}" = 1 ] && export GOPROXY=off
-if ! got=$(cd "$work/src/packages/envd" && go env GOVERSION 2>"$work/go.err"); then
+if ! got=$(cd "$work/src/packages/envd" && "$go" env GOVERSION 2>"$work/go.err"); then
     die "Go toolchain $GO_TOOLCHAIN cannot be had: $(tail -n 3 "$work/go.err" | tr '\n' ' ')
-envd-source: remedies: reach the Go module proxy (go env GOPROXY: $(GOTOOLCHAIN=local go env GOPROXY)), install Go $GO_TOOLCHAIN,
+envd-source: remedies: reach the Go module proxy (go env GOPROXY: $(GOTOOLCHAIN=local "$go" env GOPROXY)), install Go $GO_TOOLCHAIN,
 envd-source: set go_toolchain= to a release the proxy has, or build once online and then use offline=1 (the toolchain is kept in $CACHE/go/mod)."
 fi
 [ "$got" = "$GO_TOOLCHAIN" ] || die "GOTOOLCHAIN=$GO_TOOLCHAIN gave $got: envd's go.mod asks for a newer Go; raise go_toolchain="
@@ -92,7 +99,7 @@ fi
 # 3. The build. Modules come through the proxy and are checked against go.sum.
 say "building envd $version from $commit with $GO_TOOLCHAIN (modules in $GOMODCACHE)"
 if ! (cd "$work/src/packages/envd" &&
-      go build -trimpath -buildvcs=false -a -o "$work/envd" \
+      "$go" build -trimpath -buildvcs=false -a -o "$work/envd" \
           -ldflags="-X=main.commitSHA=$commit -s -w -buildid=" .) > "$work/build.log" 2>&1; then
     if grep -q 'SECURITY ERROR\|checksum mismatch\|verifying .*: ' "$work/build.log"; then
         die "a Go module does not match envd's go.sum; nothing was built:
@@ -112,7 +119,7 @@ built=$("$work/envd" -version 2>/dev/null) || die "the envd built from $commit d
 [ "$built" = "$version" ] || die "the envd built from $commit says it is $built, but [$name] in $lock says $version"
 
 # 4. The record: the source pin, the Go version, every module and its hash.
-go version -m -json "$work/envd" > "$work/buildinfo.json"
+"$go" version -m -json "$work/envd" > "$work/buildinfo.json"
 "$PYTHON" - "$work/buildinfo.json" "$work/envd" "$name" "$version" "$commit" "$url" "$tree" "$key" \
     > "$work/build.json" <<'EOF'
 import hashlib, json, sys

@@ -198,6 +198,19 @@ def build_envd_from_source(mirror: pathlib.Path, dest: pathlib.Path, cache: path
     return json.loads(info.read_text())
 
 
+def fill_pin_mirror(mirror: pathlib.Path) -> None:
+    """MIRROR/tree/<hex>: the upstream archives at hand under their shipped tree
+    pins, a pinfetch mirror for pin_mirror=file://MIRROR (the tests' and the
+    benches' way to build without GitHub)."""
+    (mirror / "tree").mkdir(parents=True, exist_ok=True)
+    envd_pin = lock_stanza(SHIPPED_ENVD_LOCK, "envd-source")
+    shutil.copyfile(envd_source_archive(), mirror / "tree" / tree_pin_hex(envd_pin["tree_sha256"]))
+    ci = upstream_archive()
+    if ci:
+        ci_pin = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")
+        shutil.copyfile(ci, mirror / "tree" / tree_pin_hex(ci_pin["tree_sha256"]))
+
+
 class Sources:
     """The session's pinned sources: the upstream archives on a file:// pin
     mirror, and the real envd built from them, served from loopback until
@@ -206,9 +219,7 @@ class Sources:
     def __init__(self):
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-sources-"))
         self.mirror = self.dir / "mirror"
-        (self.mirror / "tree").mkdir(parents=True)
-        envd_pin = lock_stanza(SHIPPED_ENVD_LOCK, "envd-source")
-        shutil.copyfile(envd_source_archive(), self.mirror / "tree" / tree_pin_hex(envd_pin["tree_sha256"]))
+        fill_pin_mirror(self.mirror)
         self.served_dir = self.dir / "served"
         self.served_dir.mkdir()
         self.envd = self.served_dir / "envd"
@@ -218,9 +229,7 @@ class Sources:
         self.envd_sha256 = sha256_file(self.envd)
         self.upstream = upstream_archive()
         if self.upstream:
-            lock = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")
-            self.ci_commit = lock["version"]
-            shutil.copyfile(self.upstream, self.mirror / "tree" / tree_pin_hex(lock["tree_sha256"]))
+            self.ci_commit = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")["version"]
             self.ci_source = (f"the shipped recipes/code-interpreter.lock, served from {self.upstream} "
                               f"through pin_mirror=file://{self.mirror}")
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import envd_checks
 import vsock_checks
 
 from vm import ALL_VARIANTS, GUARDED, METADATA_ADDR, OPEN_PORT, Variant
@@ -316,6 +317,7 @@ FAIL_CLOSED = {
     "nothing_listens_guarded": nothing_listens_guarded,
 }
 COMMON.update(vsock_checks.COMMON)
+COMMON.update(envd_checks.COMMON)
 CI.update(vsock_checks.CI)
 
 

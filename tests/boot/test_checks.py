@@ -154,3 +154,45 @@ def test_broken_variants_are_by_hand_and_judged_by_the_normal_checks():
     assert checks.checks_for(v) == checks.checks_for(vm.variant("e2b-ci"))
     for conf in vm.DROPINS[v.mode].values():
         assert (vm.GUEST / conf).is_file(), conf
+
+
+# --- the real envd (envd_checks) -------------------------------------------
+
+import envd_checks  # noqa: E402
+
+ENVD_OK = {
+    "envd_run_files": "755 root .\n444 root .E2B_SANDBOX\n644 root .E2B_SANDBOX_ID\n644 root .E2B_TEMPLATE_ID",
+    "envd_cgroups": "ptys\nsocats\nuser",
+    "envd_child_cgroup": "0::/user\n",
+    "envd_socats": "0",
+    "envd_idle_journal_lines": "0",
+    "envd_init_no_mmds_code": "204",
+    "envd_init_nat": "-P PREROUTING ACCEPT\n-P OUTPUT ACCEPT\n"
+                     "-A PREROUTING -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j RETURN\n"
+                     "-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j RETURN",
+    "envd_init_tables": "table inet e2b_guard\ntable ip nat",
+    "guard_check_after_init_rc": "0",
+    "envd_token_required": "401",
+}
+
+
+def envd_verdicts(**over):
+    res = {"report": {**ENVD_OK, **over}}
+    return {name: fn(res)[0] for name, fn in envd_checks.COMMON.items()}
+
+
+def test_envd_checks_pass_a_good_report():
+    assert all(envd_verdicts().values()), envd_verdicts()
+
+
+def test_envd_checks_fail_each_broken_report():
+    assert not envd_verdicts(envd_run_files="644 root .E2B_SANDBOX")["envd_run_files"]
+    assert not envd_verdicts(envd_child_cgroup="0::/system.slice/envd.service")["envd_cgroups"]
+    assert not envd_verdicts(envd_cgroups="user")["envd_cgroups"]
+    assert not envd_verdicts(envd_socats="3")["envd_forwarder_quiet"]
+    assert not envd_verdicts(envd_idle_journal_lines="40")["envd_forwarder_quiet"]
+    v = "envd_init_without_mmds_keeps_guard"
+    assert not envd_verdicts(guard_check_after_init_rc="1")[v]
+    assert not envd_verdicts(envd_init_tables="table ip nat")[v]
+    assert not envd_verdicts(envd_init_nat="-P OUTPUT ACCEPT")[v]
+    assert not envd_verdicts(envd_token_required="200")[v]

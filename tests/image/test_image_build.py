@@ -178,7 +178,8 @@ def test_manifest_records_envd_source_go_and_modules(built):
     assert envd["built_from"] == {k: pin[k] for k in ("commit", "name", "tree_sha256", "url", "version")}
     assert envd["go"] == testimages.make_var("go_toolchain")
     assert envd["build_settings"]["CGO_ENABLED"] == "0" and envd["build_settings"]["-trimpath"] == "true"
-    cp = subprocess.run(["go", "version", "-m", "-json", str(built.tree / "usr/local/bin/envd")],
+    go = subprocess.run(["bash", str(ROOT / "mk/find-go.sh")], capture_output=True, text=True, check=True).stdout.strip()
+    cp = subprocess.run([go, "version", "-m", "-json", str(built.tree / "usr/local/bin/envd")],
                         capture_output=True, text=True, check=True, timeout=60)
     deps = json.loads(cp.stdout)["Deps"]
     assert [(m["path"], m["version"], m.get("sum")) for m in envd["modules"]] == \

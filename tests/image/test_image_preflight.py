@@ -239,16 +239,23 @@ def test_toolchain_that_cannot_be_had_stops(tmp_path):
 
 def test_offline_rebuild_from_module_cache_gives_the_same_envd(tmp_path, real_envd):
     """A second envd build, offline (GOPROXY=off, no pin mirror), from the
-    session's pinfetch and module caches but without the built binary: the same
-    bytes as the first, and the image's /etc/envd-version from it."""
+    session's pinfetch and module caches, its cached binary changed by one
+    byte: the change is noticed, envd is built again, with the same bytes as
+    the first build, and the image's /etc/envd-version comes from it."""
     cache = tmp_path / "cache"
     cache.mkdir()
     for d in ("pinfetch", "go"):
         (cache / d).symlink_to(testimages.CACHE / d)
+    key = real_envd[2]["cache_key"]
+    shutil.copytree(testimages.CACHE / "envd-source" / key, cache / "envd-source" / key)
+    changed = cache / "envd-source" / key / "envd"
+    data = bytearray(changed.read_bytes())
+    data[len(data) // 2] ^= 1
+    changed.write_bytes(bytes(data))
     cp = source_preflight(tmp_path, "offline=1", cache=cache)
     assert cp.returncode == 0, cp.stderr[-3000:]
-    assert "building envd 0.6.13" in cp.stderr
+    assert "does not match its record" in cp.stderr and "building envd 0.6.13" in cp.stderr, cp.stderr[-3000:]
     extra = tmp_path / "out" / FLAVOR / "work/extra"
     assert sha256_file(extra / "usr/local/bin/envd") == sha256_file(real_envd[0])
+    assert sha256_file(changed) == sha256_file(real_envd[0])
     assert (extra / "etc/envd-version").read_text() == real_envd[1]
-

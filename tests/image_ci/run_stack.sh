@@ -1,7 +1,7 @@
 #!/bin/bash
 # Test helper: inside a fresh network+mount+pid namespace (see test_ci_image.py),
 # start jupyter.service's and code-interpreter.service's commands from an
-# e2b-ci image tree as uid 1000, with a stand-in envd /envs on 127.0.0.1:49983,
+# e2b-ci image tree as uid 1000, with the tree's real envd on 127.0.0.1:49983,
 # then print what the test checks. Everything dies with the namespace.
 set -u
 tree=$1

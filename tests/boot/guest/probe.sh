@@ -194,6 +194,59 @@ section_vsock() {
 	. "$T/vsock.sh"
 }
 
+# 12. What the real envd does in our guest: its files, memory and cgroups,
+# where a process it starts lands, what its port forwarder does while idle
+# (socat for each loopback listener, binding 169.254.0.21, which our guests
+# lack), and /init while MMDS is down (envd then inserts iptables nat RETURN
+# rules for 169.254.169.254:80 and retries): the guard must still hold.
+# Runs after the vsock section, before the guard is stopped.
+connect_envelope() { # MESSAGE: a Connect streaming request body (flags 0, length, JSON)
+	local n=${#1}
+	printf "\\x00\\x$(printf %02x $((n >> 24 & 255)))\\x$(printf %02x $((n >> 16 & 255)))\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
+	printf '%s' "$1"
+}
+cpu_ticks() { # PID: utime+stime+cutime+cstime
+	awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+section_envd_real() {
+	local pid t0 t1 j0 j1 code i
+	pid=$(systemctl show -P MainPID envd.service)
+	report_b64 envd_run_files_b64 "$(cd /run/e2b 2>/dev/null && stat -c '%a %U %n' . .[!.]* * 2>/dev/null)"
+	report envd_rss_kb "$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)"
+	report_b64 envd_cgroups_b64 "$(cd /sys/fs/cgroup && ls -d ptys socats user 2>&1)"
+	report_b64 envd_own_cgroup_b64 "$(cat "/proc/$pid/cgroup" 2>&1)"
+	# A process envd starts (process.Process/Start, Connect streaming, JSON).
+	rm -f "$T/envd-child-cgroup"
+	connect_envelope '{"process":{"cmd":"/bin/sh","args":["-c","cat /proc/self/cgroup > '"$T"'/envd-child-cgroup"]}}' |
+		curl -s -o /dev/null --max-time 30 -X POST -H 'Content-Type: application/connect+json' \
+			--data-binary @- http://127.0.0.1:49983/process.Process/Start
+	for i in $(seq 1 50); do [ -s "$T/envd-child-cgroup" ] && break; sleep 0.1; done
+	report_b64 envd_child_cgroup_b64 "$(cat "$T/envd-child-cgroup" 2>&1)"
+	# Idle: 10 s of the port forwarder's one-second scans.
+	j0=$(journalctl -b -u envd.service --no-pager -o cat 2>/dev/null | wc -l)
+	t0=$(cpu_ticks "$pid")
+	sleep 10
+	t1=$(cpu_ticks "$pid")
+	j1=$(journalctl -b -u envd.service --no-pager -o cat 2>/dev/null | wc -l)
+	report envd_idle_cpu_ticks "$(( t1 - t0 ))"
+	report envd_idle_journal_lines "$(( j1 - j0 ))"
+	report envd_socats "$(pgrep -c -x socat)"
+	report envd_children "$(pgrep -c -P "$pid")"
+	# /init while MMDS is down.
+	systemctl stop mmds.socket mmds.service
+	t0=$(uptime_ms)
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 60 -X POST -H 'Content-Type: application/json' \
+		-d '{"accessToken": "probe-token"}' http://127.0.0.1:49983/init)
+	report envd_init_no_mmds_code "$code"
+	report envd_init_no_mmds_ms "$(( $(uptime_ms) - t0 ))"
+	report_b64 envd_init_nat_b64 "$(iptables -w 5 -t nat -S 2>&1)"
+	report_b64 envd_init_tables_b64 "$(nft list tables 2>&1)"
+	/usr/local/bin/envd-guard check > /dev/null 2>&1
+	report guard_check_after_init_rc "$?"
+	report envd_token_required "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
+	systemctl start mmds.socket
+}
+
 # The fail-closed boot: what the guard's failure left down.
 section_fail_closed() {
 	report_b64 guarded_units_b64 "$(unit_states envd-guard.service envd.service mmds.service mmds.socket \
@@ -217,6 +270,7 @@ else
 	[ "$E2B_TEST_FLAVOR" = e2b-ci ] && section_ci
 	section_net
 	section_vsock
+	section_envd_real
 	[ "$E2B_TEST_STOP_GUARD" = 1 ] && section_stop_guard
 	section_test_listeners
 	section_units
