@@ -15,7 +15,9 @@
 # as `go version -m` prints them.
 #
 # Environment (set by os-image/build.sh): TOOLS CACHE GO_TOOLCHAIN PYTHON,
-# and PIN_MIRROR OFFLINE (empty: none). The Go module proxy and checksum
+# and PIN_MIRROR OFFLINE (empty: none); ENVD_SOURCE_CACHE (default
+# CACHE/envd-source) holds the built binaries, so that `make repro` can
+# compile envd once per build and compare. The Go module proxy and checksum
 # database are the machine's own (go env: GOPROXY, GOSUMDB); offline=1 sets
 # GOPROXY=off, so the toolchain and the modules must be in CACHE/go/mod.
 set -euo pipefail
@@ -47,7 +49,8 @@ case "$GO_TOOLCHAIN" in
 esac
 
 key=$(printf '%s\n' "tree=$tree" "commit=$commit" "go=$GO_TOOLCHAIN" "$recipe" | sha256sum | cut -c1-32)
-cached=$CACHE/envd-source/$key
+store=${ENVD_SOURCE_CACHE:-$CACHE/envd-source}
+cached=$store/$key
 
 install_from_cache() {
     install -D -m 0755 "$cached/envd" "$output.tmp.$$" && mv -f "$output.tmp.$$" "$output"
@@ -69,8 +72,8 @@ fi
 # A go that can switch toolchains (1.21+); it fetches $GO_TOOLCHAIN itself.
 here=$(cd "$(dirname "$0")" && pwd)
 go=$(bash "$here/../mk/find-go.sh") || die "no Go to build envd with: install Go 1.21 or newer (make deps does)"
-mkdir -p "$CACHE/envd-source" "$CACHE/go/mod"
-work=$(mktemp -d "$CACHE/envd-source/.build.XXXXXX")
+mkdir -p "$store" "$CACHE/go/mod"
+work=$(mktemp -d "$store/.build.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 # 1. The source tree, verified against the pin.
