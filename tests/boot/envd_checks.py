@@ -48,6 +48,15 @@ def forwarder_quiet(res):
                 f"RSS {rep.get('envd_rss_kb')} kB")
 
 
+def no_log_exporter(res):
+    """The clone's document has no `address`, so envd's log exporter never
+    starts: every TCP peer envd has is on the guest itself (loopback or the
+    metadata alias on lo)."""
+    peers = _rep(res).get("envd_peers", "").split()
+    local = ("127.", "[::1]", "[::ffff:127.", "169.254.169.254:")
+    return "envd_peers" in _rep(res) and all(p.startswith(local) for p in peers), f"envd's TCP peers: {peers}"
+
+
 def init_without_mmds_keeps_guard(res):
     """/init while mmds-serve is stopped: envd pins its nat RETURN rules for
     169.254.169.254:80 (iptables, the nft backend) and takes the first token;
@@ -68,5 +77,6 @@ COMMON = {
     "envd_run_files": run_files,
     "envd_cgroups": cgroups,
     "envd_forwarder_quiet": forwarder_quiet,
+    "envd_no_log_exporter": no_log_exporter,
     "envd_init_without_mmds_keeps_guard": init_without_mmds_keeps_guard,
 }

@@ -173,6 +173,7 @@ ENVD_OK = {
     "envd_init_tables": "table inet e2b_guard\ntable ip nat",
     "guard_check_after_init_rc": "0",
     "envd_token_required": "401",
+    "envd_peers": "127.0.0.1:41234\n169.254.169.254:80",
 }
 
 
@@ -191,6 +192,7 @@ def test_envd_checks_fail_each_broken_report():
     assert not envd_verdicts(envd_cgroups="user")["envd_cgroups"]
     assert not envd_verdicts(envd_socats="3")["envd_forwarder_quiet"]
     assert not envd_verdicts(envd_idle_journal_lines="40")["envd_forwarder_quiet"]
+    assert not envd_verdicts(envd_peers="10.0.2.2:4318")["envd_no_log_exporter"]
     v = "envd_init_without_mmds_keeps_guard"
     assert not envd_verdicts(guard_check_after_init_rc="1")[v]
     assert not envd_verdicts(envd_init_tables="table ip nat")[v]
