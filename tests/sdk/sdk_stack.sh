@@ -65,6 +65,10 @@ wait_for 10 curl -sf -X PUT -H 'X-metadata-token-ttl-seconds: 60' http://169.254
 mount -t proc proc "$tree/proc" || fail "mount proc"
 mount --bind /dev "$tree/dev" || fail "bind /dev"
 mount -t tmpfs -o mode=1777 tmpfs "$tree/dev/shm"
+# A plain bind leaves out /dev/pts (a mount of its own), and PTYs need it: a
+# private devpts instance, as a guest's own.
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$tree/dev/pts" || fail "mount devpts"
+mount --bind "$tree/dev/pts/ptmx" "$tree/dev/ptmx" || fail "bind ptmx"
 mount -t tmpfs -o mode=0755 tmpfs "$tree/run"
 mount -t tmpfs -o mode=1777 tmpfs "$tree/tmp"
 mount -t tmpfs -o mode=0755 tmpfs "$tree/home"
