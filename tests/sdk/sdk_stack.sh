@@ -104,6 +104,8 @@ systemd-socket-activate -l "$work/relay.sock" \
 /usr/bin/python3 "$here/../hostlink/fake_hybrid_vsock.py" --uds "$work/v.sock" "${maps[@]}" > "$logs/fake-vmm.log" 2>&1 &
 wait_for 10 test -S "$work/v.sock" || fail "fake hybrid-vsock socket missing"
 wait_for 10 test -S "$work/relay.sock" || fail "relay socket missing"
+echo "STACK-SANDBOX-ID $(cat "$tree/run/e2b/.E2B_SANDBOX_ID")"
+echo "STACK-TEMPLATE-ID $(cat "$tree/run/e2b/.E2B_TEMPLATE_ID")"
 echo "STACK-READY"
 
 unshare --net /bin/bash -c '
