@@ -6,8 +6,10 @@
 // both SDKs are held to the same answers. A case that throws reports
 // {"error": ...} and fails there.
 //
-// Env: E2B_SDK_TOKEN (its sha512 is MMDS's accessTokenHash).
+// Env: E2B_SDK_TOKEN (its sha512 is MMDS's accessTokenHash), E2B_SDK_USER_SERVER
+// (user_server.sh, the user's server for getHost).
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { Sandbox, CommandExitError, TimeoutError, FilesystemEventType } from 'e2b'
 
 const ENVD = 'http://localhost:49983'
@@ -214,7 +216,9 @@ cases.files_upload_download = async () => {
 
 cases.get_host = async () => {
   await sbx.files.write(`${HOME}/srv/hello.txt`, 'served through the relay\n')
-  const server = await sbx.commands.run('exec python3 -m http.server 3000 --bind 127.0.0.1', { background: true, cwd: `${HOME}/srv` })
+  await sbx.files.write(`${HOME}/srv/serve.sh`, readFileSync(process.env.E2B_SDK_USER_SERVER, 'utf8'))
+  const server = await sbx.commands.run(`chmod +x serve.sh && exec socat TCP-LISTEN:3000,bind=127.0.0.1,reuseaddr,fork EXEC:${HOME}/srv/serve.sh`,
+    { background: true, cwd: `${HOME}/srv` })
   const host = sbx.getHost(3000)
   let status = null, body = null
   await until(async () => {

@@ -3,7 +3,8 @@ from PyPI (build/py-sdk), in debug mode (E2B_DEBUG=true: no API call, envd
 at localhost:49983, get_host(port) = localhost:port), through e2b-hostlink
 forward into the real envd. The twin of probe_e2b.mjs: the same cases, the
 same observation keys, one line per case (CASE <name> <json>); the expected
-values live in test_sdk.py. Env: E2B_SDK_TOKEN (sha512 in MMDS)."""
+values live in test_sdk.py. Env: E2B_SDK_TOKEN (sha512 in MMDS),
+E2B_SDK_USER_SERVER (user_server.sh, the user's server for get_host)."""
 import hashlib
 import json
 import os
@@ -288,7 +289,10 @@ def files_upload_download():
 def get_host():
     sbx = state["sbx"]
     sbx.files.write(f"{HOME}/srv/hello.txt", "served through the relay\n")
-    server = sbx.commands.run("exec python3 -m http.server 3000 --bind 127.0.0.1", background=True, cwd=f"{HOME}/srv")
+    with open(os.environ["E2B_SDK_USER_SERVER"]) as f:
+        sbx.files.write(f"{HOME}/srv/serve.sh", f.read())
+    server = sbx.commands.run("chmod +x serve.sh && exec socat TCP-LISTEN:3000,bind=127.0.0.1,reuseaddr,fork "
+                              f"EXEC:{HOME}/srv/serve.sh", background=True, cwd=f"{HOME}/srv")
     host = sbx.get_host(3000)
     got = {}
 

@@ -123,7 +123,7 @@ class StackRun:
         self.instance_id = "isdk" + secrets.token_hex(6)
         self.env_id = "sdk-template"
         env = dict(os.environ, E2B_SDK_TOKEN=self.token, E2B_SDK_INSTANCE_ID=self.instance_id,
-                   E2B_SDK_ENV_ID=self.env_id,
+                   E2B_SDK_ENV_ID=self.env_id, E2B_SDK_USER_SERVER=str(HERE / "user_server.sh"),
                    E2B_SDK_TOKEN_HASH=hashlib.sha512(self.token.encode()).hexdigest())
         work.mkdir(parents=True, exist_ok=True)
         # -no-cgroups: see README.md (this host's cgroup2 tree has no cpu,
