@@ -11,7 +11,7 @@ const cases = {}
 cases.ci_run_code = async () => {
   sbx = await Sandbox.create()
   const ex = await sbx.runCode('1+1')
-  return { text: ex.text ?? null, error: ex.error ? ex.error.name : null }
+  return { text: ex.text ?? null, executionError: ex.error ? ex.error.name : null }
 }
 
 cases.ci_chart = async () => {
@@ -22,7 +22,7 @@ cases.ci_chart = async () => {
     results: ex.results.length, pngMagic: r.png ? Buffer.from(r.png, 'base64').subarray(0, 8).toString('hex') : null,
     chartType: chart.type ?? null, chartTitle: chart.title ?? null,
     elements: (chart.elements ?? []).map((e) => ({ label: e.label, points: e.points })),
-    error: ex.error ? `${ex.error.name}: ${ex.error.value}` : null,
+    executionError: ex.error ? `${ex.error.name}: ${ex.error.value}` : null,
   }
 }
 

@@ -16,7 +16,7 @@ state = {}
 def ci_run_code():
     sbx = state["sbx"] = Sandbox.create()
     ex = sbx.run_code("1+1")
-    return {"text": ex.text, "error": ex.error.name if ex.error else None}
+    return {"text": ex.text, "executionError": ex.error.name if ex.error else None}
 
 
 def ci_chart():
@@ -27,7 +27,7 @@ def ci_chart():
             "pngMagic": base64.b64decode(r.png)[:8].hex() if r is not None and r.png else None,
             "chartType": chart.get("type"), "chartTitle": chart.get("title"),
             "elements": [{"label": e.get("label"), "points": e.get("points")} for e in chart.get("elements", [])],
-            "error": f"{ex.error.name}: {ex.error.value}" if ex.error else None}
+            "executionError": f"{ex.error.name}: {ex.error.value}" if ex.error else None}
 
 
 def ci_error():
