@@ -2,7 +2,7 @@
 // npm, in debug mode (E2B_DEBUG=true: no API call, envd at localhost:49983,
 // getHost(port) = localhost:port), through e2b-hostlink forward into the
 // real envd. Prints one line per case: CASE <name> <json observation>; the
-// expected values live in test_sdk.py, shared with the Python probe, so
+// expected values live in test_sdk_rt.py, shared with the Python probe, so
 // both SDKs are held to the same answers. A case that throws reports
 // {"error": ...} and fails there.
 //
@@ -18,7 +18,7 @@ const HOME = '/home/user'
 
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex')
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-// The same deterministic bytes test_sdk.py computes: b[i] = (31*i + 7) % 251.
+// The same deterministic bytes test_sdk_rt.py computes: b[i] = (31*i + 7) % 251.
 const pattern = (n) => { const b = new Uint8Array(n); for (let i = 0; i < n; i++) b[i] = (31 * i + 7) % 251; return b }
 const errName = (e) => (e && e.constructor ? e.constructor.name : String(e))
 

@@ -3,7 +3,7 @@ from PyPI (build/py-sdk), in debug mode (E2B_DEBUG=true: no API call, envd
 at localhost:49983, get_host(port) = localhost:port), through e2b-hostlink
 forward into the real envd. The twin of probe_e2b.mjs: the same cases, the
 same observation keys, one line per case (CASE <name> <json>); the expected
-values live in test_sdk.py. Env: E2B_SDK_TOKEN (sha512 in MMDS),
+values live in test_sdk_rt.py. Env: E2B_SDK_TOKEN (sha512 in MMDS),
 E2B_SDK_USER_SERVER (user_server.sh, the user's server for get_host)."""
 import hashlib
 import json
@@ -30,7 +30,7 @@ def sha256(data) -> str:
 
 
 def pattern(n: int) -> bytes:
-    """The same deterministic bytes test_sdk.py computes: b[i] = (31*i + 7) % 251."""
+    """The same deterministic bytes test_sdk_rt.py computes: b[i] = (31*i + 7) % 251."""
     return bytes((31 * i + 7) % 251 for i in range(n)) if n < 4096 else (pattern(251) * (n // 251 + 1))[:n]
 
 
@@ -311,6 +311,6 @@ def get_host():
 for name, run in cases.items():
     try:
         obs = run()
-    except Exception:  # noqa: BLE001 - reported, and failed by test_sdk.py
+    except Exception:  # noqa: BLE001 - reported, and failed by test_sdk_rt.py
         obs = {"error": traceback.format_exc()}
     print(f"CASE {name} {json.dumps(obs)}", flush=True)

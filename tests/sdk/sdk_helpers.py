@@ -23,7 +23,9 @@ NPM_DIR = BUILD / "npm-e2b"
 REQUIREMENTS = HERE / "requirements.txt"
 PY_DIR = BUILD / "py-sdk"
 STACK = HERE / "sdk_stack.sh"
-STACK_TIMEOUT = 900
+# A boot plus every case takes seconds (rt) to under a minute (ci, Jupyter);
+# these bound a hang.
+STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 600}
 
 # Where the probes' files are; the JS ones are copied next to node_modules so
 # that `import 'e2b'` resolves to build/npm-e2b.
@@ -128,15 +130,17 @@ class StackRun:
         work.mkdir(parents=True, exist_ok=True)
         # -no-cgroups: see README.md (this host's cgroup2 tree has no cpu,
         # memory or io controller, so envd's cgroup manager cannot be made).
-        argv = ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", str(STACK),
+        # --kill-child: if unshare dies (a time-out kills it), the namespace's
+        # init dies too, and with it every process and mount of the stack.
+        argv = ["unshare", "--net", "--mount", "--pid", "--kill-child", "--mount-proc", str(STACK),
                 "ci" if flavor == "e2b-ci" else "rt", str(tree_path), str(work), str(BUILD), "-no-cgroups",
                 "--", *map(str, probe)]
         try:
-            cp = subprocess.run(argv, capture_output=True, text=True, timeout=STACK_TIMEOUT, env=env, cwd=cwd)
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=STACK_TIMEOUT[flavor], env=env, cwd=cwd)
             self.output, self.returncode = cp.stdout + "\n--- stderr\n" + cp.stderr[-5000:], cp.returncode
         except subprocess.TimeoutExpired as e:
-            # unshare --fork: killing it kills the namespace's init, and so everything in it.
-            self.output, self.returncode = f"timed out after {STACK_TIMEOUT}s:\n{e.stdout}\n{e.stderr}", None
+            out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
+            self.output, self.returncode = f"timed out after {STACK_TIMEOUT[flavor]}s:\n{out[0]}\n{out[1]}", None
         self.cases, self.stack = {}, {}
         for line in self.output.splitlines():
             if line.startswith("CASE "):
