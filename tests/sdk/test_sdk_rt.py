@@ -9,13 +9,15 @@ for both SDKs.
 
 Tree: $E2B_SDK_RT_TREE, or the session's e2b-rt build (testimages)."""
 import hashlib
+import json
 import pathlib
 import re
+import subprocess
 
 import pytest
 
 from harness import require_root
-from sdk_helpers import StackRun, npm_sdk, py_sdk, tree
+from sdk_helpers import NPM_SRC, StackRun, npm_sdk, npm_version, pinned_py, py_sdk, tree
 
 # The SDKs name their errors differently; everything else is expected alike.
 ERRORS = {
@@ -203,3 +205,16 @@ def test_probe_reported_every_case_and_nothing_else(run):
     sdk, stack = run
     assert sorted(stack.cases) == sorted(CHECKS), stack.output[-3000:]
     assert stack.returncode == 0, stack.output[-3000:]
+
+
+def test_installed_sdks_are_the_pinned_ones():
+    """What the probes import is what tests/sdk pins: npm's lock and
+    requirements.txt (a stale build/ copy would test another SDK)."""
+    npm_sdk()
+    wanted = json.loads((NPM_SRC / "package.json").read_text())["dependencies"]
+    assert {name: npm_version(name) for name in wanted} == wanted
+    python = py_sdk()
+    got = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
+                          "print(m.version('e2b'), m.version('e2b-code-interpreter'))"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert got == [pinned_py("e2b"), pinned_py("e2b-code-interpreter")]
