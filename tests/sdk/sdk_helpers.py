@@ -110,7 +110,7 @@ def tree(flavor: str) -> pathlib.Path:
     # The real envd has -commit; the stand-in refuses unknown flags.
     cp = subprocess.run(["chroot", str(path), "/usr/local/bin/envd", "-commit"], capture_output=True, text=True)
     if cp.returncode != 0:
-        pytest.skip(f"{flavor} tree {path} has no real envd (its envd refuses -commit: {cp.stderr.strip()[:200]}); "
+        pytest.skip(f"{flavor} tree {path} has no real envd (its envd refuses -commit: {(cp.stderr.strip().splitlines() or [''])[0][:200]}); "
                     f"set ${var} to a tree built with the real envd")
     return path
 
