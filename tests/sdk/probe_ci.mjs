@@ -1,0 +1,47 @@
+// Test only: the e2b-ci cases with the real, unmodified @e2b/code-interpreter
+// SDK from npm in debug mode (envd at localhost:49983, the code interpreter
+// at localhost:49999, both through e2b-hostlink forward). One line per case,
+// CASE <name> <json>, the twin of probe_ci.py; expectations in test_sdk_ci.py.
+import { Sandbox } from '@e2b/code-interpreter'
+
+const CHART = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label="squares")\nplt.title("sdk chart")\nplt.show()'
+let sbx
+const cases = {}
+
+cases.ci_run_code = async () => {
+  sbx = await Sandbox.create()
+  const ex = await sbx.runCode('1+1')
+  return { text: ex.text ?? null, executionError: ex.error ? ex.error.name : null }
+}
+
+cases.ci_chart = async () => {
+  const ex = await sbx.runCode(CHART)
+  const r = ex.results[0] ?? {}
+  const chart = r.chart ?? {}
+  return {
+    results: ex.results.length, pngMagic: r.png ? Buffer.from(r.png, 'base64').subarray(0, 8).toString('hex') : null,
+    chartType: chart.type ?? null, chartTitle: chart.title ?? null,
+    elements: (chart.elements ?? []).map((e) => ({ label: e.label, points: e.points })),
+    executionError: ex.error ? `${ex.error.name}: ${ex.error.value}` : null,
+  }
+}
+
+cases.ci_error = async () => {
+  const ex = await sbx.runCode('raise ValueError("sdk boom")')
+  return { name: ex.error?.name ?? null, value: ex.error?.value ?? null, hasTraceback: (ex.error?.traceback ?? '').includes('ValueError') }
+}
+
+cases.ci_contexts = async () => {
+  const ctx = await sbx.createCodeContext()
+  await sbx.runCode('x = 41', { context: ctx })
+  const inCtx = await sbx.runCode('x + 1', { context: ctx })
+  const outside = await sbx.runCode('x')
+  const listed = (await sbx.listCodeContexts()).some((c) => c.id === ctx.id)
+  return { language: ctx.language, text: inCtx.text ?? null, outsideError: outside.error?.name ?? null, listed }
+}
+
+for (const [name, run] of Object.entries(cases)) {
+  let obs
+  try { obs = await run() } catch (e) { obs = { error: String(e && e.stack ? e.stack : e) } }
+  console.log(`CASE ${name} ${JSON.stringify(obs)}`)
+}

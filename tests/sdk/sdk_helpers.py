@@ -1,0 +1,159 @@
+"""Shared by tests/sdk: the pinned SDK installs (build/npm-e2b, build/py-sdk),
+the image trees, and one run of sdk_stack.sh with a probe, parsed into its
+CASE lines."""
+import hashlib
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import testimages  # noqa: E402
+from harness import BUILD  # noqa: E402
+
+NPM_SRC = HERE / "npm"                 # package.json (exact versions) + package-lock.json (integrity)
+NPM_DIR = BUILD / "npm-e2b"
+REQUIREMENTS = HERE / "requirements.txt"
+PY_DIR = BUILD / "py-sdk"
+STACK = HERE / "sdk_stack.sh"
+# A boot plus every case takes seconds (rt) to under a minute (ci, Jupyter);
+# these bound a hang.
+STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 600}
+
+# Where the probes' files are; the JS ones are copied next to node_modules so
+# that `import 'e2b'` resolves to build/npm-e2b.
+JS_PROBES = ("probe_e2b.mjs", "probe_ci.mjs")
+
+
+def _sha256(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def npm_sdk() -> pathlib.Path:
+    """`npm ci` of tests/sdk/npm into build/npm-e2b, again only when the
+    lock changed (the copy of it in build/npm-e2b is the stamp)."""
+    lock = NPM_SRC / "package-lock.json"
+    stamp = NPM_DIR / "package-lock.json"
+    if not (stamp.exists() and _sha256(stamp) == _sha256(lock) and (NPM_DIR / "node_modules" / "e2b").is_dir()):
+        if not shutil.which("npm"):
+            pytest.fail("npm missing: make deps")
+        shutil.rmtree(NPM_DIR, ignore_errors=True)
+        NPM_DIR.mkdir(parents=True)
+        shutil.copy(NPM_SRC / "package.json", NPM_DIR)
+        shutil.copy(lock, NPM_DIR)
+        cp = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NPM_DIR, capture_output=True, text=True,
+                            timeout=600)
+        if cp.returncode != 0:
+            stamp.unlink(missing_ok=True)
+            pytest.fail(f"npm ci in {NPM_DIR}: {cp.stderr[-2000:]}")
+    for probe in JS_PROBES:
+        shutil.copy(HERE / probe, NPM_DIR / probe)
+    return NPM_DIR
+
+
+def npm_version(package: str) -> str:
+    return json.loads((NPM_DIR / "node_modules" / package / "package.json").read_text())["version"]
+
+
+def py_sdk() -> pathlib.Path:
+    """A venv of /usr/bin/python3 at build/py-sdk with requirements.txt
+    installed under --require-hashes, wheels only, no resolver (the file pins
+    the whole closure); rebuilt only when requirements.txt changed (its
+    sha256 in the venv is the stamp). Returns the venv's python."""
+    stamp = PY_DIR / "requirements.sha256"
+    python = PY_DIR / "bin" / "python"
+    if not (stamp.exists() and stamp.read_text() == _sha256(REQUIREMENTS) and python.exists()):
+        shutil.rmtree(PY_DIR, ignore_errors=True)
+        cp = subprocess.run(["/usr/bin/python3", "-m", "venv", str(PY_DIR)], capture_output=True, text=True)
+        if cp.returncode != 0:
+            pytest.fail(f"python3 -m venv {PY_DIR} (python3-venv: make deps): {cp.stderr[-2000:]}")
+        cp = subprocess.run([str(PY_DIR / "bin" / "pip"), "install", "--quiet", "--require-hashes", "--only-binary",
+                             ":all:", "--no-deps", "-r", str(REQUIREMENTS)], capture_output=True, text=True,
+                            timeout=600)
+        if cp.returncode != 0:
+            pytest.fail(f"pip install -r {REQUIREMENTS}: {cp.stderr[-2000:]}")
+        stamp.write_text(_sha256(REQUIREMENTS))
+    return python
+
+
+def pinned_py(name: str) -> str:
+    """The version requirements.txt pins NAME at."""
+    for line in REQUIREMENTS.read_text().splitlines():
+        if line.startswith(f"{name}=="):
+            return line.split("==")[1].split()[0]
+    raise AssertionError(f"{name} is not pinned in {REQUIREMENTS}")
+
+
+def tree(flavor: str) -> pathlib.Path:
+    """FLAVOR's image tree: $E2B_SDK_RT_TREE / $E2B_SDK_CI_TREE, or the
+    session's build (testimages.image). Skipped, saying why, when the tree's
+    envd is not the real one (a build from the test recipes pins the Go
+    stand-in, tests/envd-standin, which has no ConnectRPC services)."""
+    var = {"e2b-rt": "E2B_SDK_RT_TREE", "e2b-ci": "E2B_SDK_CI_TREE"}[flavor]
+    given = os.environ.get(var)
+    if given:
+        path = pathlib.Path(given)
+        if not (path / "usr" / "local" / "bin" / "envd").exists():
+            pytest.fail(f"${var}={given} is not an image tree with /usr/local/bin/envd")
+    else:
+        built = testimages.image(flavor)
+        if not built.ok:
+            pytest.fail(built.failure())
+        path = built.tree
+    # The real envd has -commit; the stand-in refuses unknown flags.
+    cp = subprocess.run(["chroot", str(path), "/usr/local/bin/envd", "-commit"], capture_output=True, text=True)
+    if cp.returncode != 0:
+        pytest.skip(f"{flavor} tree {path} has no real envd (its envd refuses -commit: {(cp.stderr.strip().splitlines() or [''])[0][:200]}); "
+                    f"set ${var} to a tree built with the real envd")
+    return path
+
+
+class StackRun:
+    """One boot of sdk_stack.sh (FLAVOR, TREE) running PROBE in the host
+    namespace: its CASE observations by name, and the whole output for
+    failure messages."""
+
+    def __init__(self, flavor: str, tree_path: pathlib.Path, work: pathlib.Path, probe: list, cwd=None):
+        self.token = secrets.token_hex(24)
+        self.instance_id = "isdk" + secrets.token_hex(6)
+        self.env_id = "sdk-template"
+        env = dict(os.environ, E2B_SDK_TOKEN=self.token, E2B_SDK_INSTANCE_ID=self.instance_id,
+                   E2B_SDK_ENV_ID=self.env_id, E2B_SDK_USER_SERVER=str(HERE / "user_server.sh"),
+                   E2B_SDK_TOKEN_HASH=hashlib.sha512(self.token.encode()).hexdigest())
+        work.mkdir(parents=True, exist_ok=True)
+        # -no-cgroups: see README.md (this host's cgroup2 tree has no cpu,
+        # memory or io controller, so envd's cgroup manager cannot be made).
+        # --kill-child: if unshare dies (a time-out kills it), the namespace's
+        # init dies too, and with it every process and mount of the stack.
+        argv = ["unshare", "--net", "--mount", "--pid", "--kill-child", "--mount-proc", str(STACK),
+                "ci" if flavor == "e2b-ci" else "rt", str(tree_path), str(work), str(BUILD), "-no-cgroups",
+                "--", *map(str, probe)]
+        try:
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=STACK_TIMEOUT[flavor], env=env, cwd=cwd)
+            self.output, self.returncode = cp.stdout + "\n--- stderr\n" + cp.stderr[-5000:], cp.returncode
+        except subprocess.TimeoutExpired as e:
+            out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
+            self.output, self.returncode = f"timed out after {STACK_TIMEOUT[flavor]}s:\n{out[0]}\n{out[1]}", None
+        self.cases, self.stack = {}, {}
+        for line in self.output.splitlines():
+            if line.startswith("CASE "):
+                _, name, obs = line.split(" ", 2)
+                self.cases[name] = json.loads(obs)
+            elif line.startswith("STACK-"):
+                key, _, value = line.partition(" ")
+                self.stack[key] = value
+
+    def case(self, name: str) -> dict:
+        """NAME's observation; fails with the stack's output if the probe
+        did not report it or reported an exception."""
+        obs = self.cases.get(name)
+        assert obs is not None, f"no CASE {name} (exit {self.returncode}):\n{self.output[-6000:]}"
+        assert "error" not in obs, f"{name}: {obs['error']}\n--- stack\n{self.output[-3000:]}"
+        return obs
