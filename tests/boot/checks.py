@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import envd_checks
+import sdk_checks
 import vsock_checks
 
 from vm import ALL_VARIANTS, GUARDED, METADATA_ADDR, OPEN_PORT, Variant
@@ -150,11 +151,12 @@ def _loopback(addr: str) -> bool:
 def allowed_listeners(res) -> list:
     """What may listen besides loopback: envd on every address (it cannot be
     told otherwise; guarded), mmds.socket on the alias (on lo; guarded), and
-    the test's own listeners (the unguarded control port and the drop-check
-    listeners the probe started)."""
+    the test's own listeners (the unguarded control port, the drop-check
+    listeners the probe started, and its e2b-hostlink forwards for the SDKs)."""
     allowed = [("tcp", w, 49983) for w in WILDCARDS] + [("tcp", METADATA_ADDR, 80)]
     allowed += [("tcp", w, OPEN_PORT) for w in WILDCARDS]
-    for spec in filter(None, _rep(res).get("test_listeners", "").split(",")):
+    specs = _rep(res).get("test_listeners", "").split(",") + _rep(res).get("sdk_forwards", "").split(",")
+    for spec in filter(None, specs):
         addr, port = spec.rsplit(":", 1)
         allowed.append(("tcp", addr, int(port)))
     return allowed
@@ -324,7 +326,8 @@ CI.update(vsock_checks.CI)
 def checks_for(v: Variant) -> dict:
     if v.mode == "guard-fails":
         return dict(FAIL_CLOSED)
-    return {**COMMON, **(STOP_GUARD if v.stop_guard else {}), **(CI if v.flavor == "e2b-ci" else {})}
+    return {**COMMON, **(STOP_GUARD if v.stop_guard else {}), **(CI if v.flavor == "e2b-ci" else {}),
+            **(sdk_checks.SDK if v.sdk else {})}
 
 
 def variant_of(res) -> Variant:

@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+import sdk_host
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 GUEST = HERE / "guest"
@@ -72,6 +74,7 @@ class Variant:
     mode: str = "normal"
     stop_guard: bool = False
     timeout: float = 300.0
+    sdk: bool = False  # E2B's SDKs drive the guest from the host after the probe (sdk_host.py)
 
     @property
     def id(self) -> str:
@@ -80,7 +83,7 @@ class Variant:
 
 VARIANTS = [
     Variant("e2b-rt", "default", 1, 512, stop_guard=True),
-    Variant("e2b-ci", "default", 2, 1024, timeout=600.0),
+    Variant("e2b-ci", "default", 2, 1024, timeout=600.0, sdk=True),
     Variant("e2b-ci", "512m", 1, 512, timeout=600.0),
     Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails"),
 ]
@@ -89,7 +92,7 @@ VARIANTS = [
 # installs nothing and the API server binds 0.0.0.0 without its address
 # filter (test drop-ins, guest/e2b-test-broken-*.conf).
 BROKEN = [
-    Variant("e2b-ci", "broken-open", 2, 1024, mode="broken-open", timeout=600.0),
+    Variant("e2b-ci", "broken-open", 2, 1024, mode="broken-open", timeout=600.0, sdk=True),
 ]
 ALL_VARIANTS = VARIANTS + BROKEN
 # Each mode's test drop-ins (guest/), by the drop-in directory they go in.
@@ -255,6 +258,7 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
+        f"E2B_TEST_SDK={int(v.sdk)}\nE2B_TEST_SDK_FORWARDS=\"{' '.join(f'{l}:{g}' for l, g in sdk_host.FORWARDS.items())}\"\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"
         f"E2B_TEST_GUARDED=\"{' '.join(GUARDED)}\"\n"
         f"E2B_TEST_CI_TRIES={ci_tries}\nE2B_TEST_CI_SECONDS={CI_SECONDS}\n")
@@ -433,9 +437,9 @@ def parse_report(text: str) -> dict:
     return rep
 
 
-def make_document() -> dict:
+def make_document(token_hash: str = "") -> dict:
     return {"instanceID": f"isb-boot-{secrets.token_hex(6)}", "envID": "tmpl-boot-test",
-            "address": "", "accessTokenHash": ""}
+            "address": "", "accessTokenHash": token_hash}
 
 
 def boot(v: Variant, rootfs: pathlib.Path, timeout: float | None = None,
@@ -486,7 +490,8 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
         result["accel"] = accel
         overlay = work / "disk.qcow2"
         run("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", rootfs, overlay)
-        doc = make_document()
+        token, token_hash = sdk_host.new_token() if v.sdk else (None, "")
+        doc = make_document(token_hash)
         (work / "mmds.json").write_text(json.dumps(doc))
         result["document"] = doc
         cpus, mem = v.cpus, v.mem
@@ -525,6 +530,8 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
             result["report"] = report
             if report.get("done") == "1":
                 result["net"] = host_port_checks(ns)
+                if v.sdk:
+                    result["sdk"] = sdk_host.run_probes(ns.exec_argv, GUEST_ADDR, doc, token)
             elif qemu.poll() is not None:
                 result["error"] = f"QEMU exited with {qemu.returncode} before the probe finished"
             else:

@@ -4,6 +4,7 @@ CASE lines."""
 import hashlib
 import json
 import os
+import re
 import pathlib
 import secrets
 import shutil
@@ -93,9 +94,8 @@ def pinned_py(name: str) -> str:
 
 def tree(flavor: str) -> pathlib.Path:
     """FLAVOR's image tree: $E2B_SDK_RT_TREE / $E2B_SDK_CI_TREE, or the
-    session's build (testimages.image). Skipped, saying why, when the tree's
-    envd is not the real one (a build from the test recipes pins the Go
-    stand-in, tests/envd-standin, which has no ConnectRPC services)."""
+    session's build (testimages.image). Every image ships the real envd, so a
+    tree whose envd is not it fails here."""
     var = {"e2b-rt": "E2B_SDK_RT_TREE", "e2b-ci": "E2B_SDK_CI_TREE"}[flavor]
     given = os.environ.get(var)
     if given:
@@ -107,11 +107,11 @@ def tree(flavor: str) -> pathlib.Path:
         if not built.ok:
             pytest.fail(built.failure())
         path = built.tree
-    # The real envd has -commit; the stand-in refuses unknown flags.
+    # The real envd prints the commit it was built from.
     cp = subprocess.run(["chroot", str(path), "/usr/local/bin/envd", "-commit"], capture_output=True, text=True)
-    if cp.returncode != 0:
-        pytest.skip(f"{flavor} tree {path} has no real envd (its envd refuses -commit: {(cp.stderr.strip().splitlines() or [''])[0][:200]}); "
-                    f"set ${var} to a tree built with the real envd")
+    if cp.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}\n", cp.stdout):
+        pytest.fail(f"{flavor} tree {path}: its envd is not the real one (`envd -commit`: rc {cp.returncode}, "
+                    f"{(cp.stdout + cp.stderr).strip()[:200]!r})")
     return path
 
 

@@ -12,20 +12,10 @@ import pathlib
 import pytest
 
 from harness import require_root
+from expectations import CI_EXPECTED as EXPECTED
 from sdk_helpers import StackRun, npm_sdk, py_sdk, tree
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-EXPECTED = {
-    "ci_run_code": {"text": "2", "executionError": None},
-    # One result: the figure, as a PNG and as e2b_charts' chart data.
-    "ci_chart": {"results": 1, "pngMagic": "89504e470d0a1a0a", "chartType": "line", "chartTitle": "sdk chart",
-                 "elements": [{"label": "squares", "points": [[1, 1], [2, 4], [3, 9]]}], "executionError": None},
-    "ci_error": {"name": "ValueError", "value": "sdk boom", "hasTraceback": True},
-    # State persists within the new context and not outside it.
-    "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True},
-}
-
 
 @pytest.fixture(scope="module")
 def ci_run(tmp_path_factory):

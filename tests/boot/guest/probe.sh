@@ -249,6 +249,23 @@ section_envd_real() {
 	systemctl start mmds.socket
 }
 
+# 13. For E2B's SDKs on the host (tests/boot/sdk_host.py): e2b-hostlink
+# forward on the guest's address, one unguarded test port per SDK port
+# (E2B_TEST_SDK_FORWARDS, "SDKPORT:TESTPORT"), into the image's vsock relays
+# at CID 1. They outlive the probe: the host runs the SDKs after it.
+section_sdk_forwards() {
+	local spec port listen started= i
+	for spec in $E2B_TEST_SDK_FORWARDS; do
+		port=${spec%%:*} listen=$E2B_TEST_IP:${spec##*:}
+		systemd-run --quiet --collect --unit "e2b-test-forward-$port" \
+			"$T/e2b-hostlink" --cid 1 forward --listen "$listen" "$port" && started="$started${started:+,}$listen"
+	done
+	for spec in $E2B_TEST_SDK_FORWARDS; do
+		for i in $(seq 1 50); do covered "$E2B_TEST_IP" "${spec##*:}" && break; sleep 0.1; done
+	done
+	report sdk_forwards "$started"
+}
+
 # The fail-closed boot: what the guard's failure left down.
 section_fail_closed() {
 	report_b64 guarded_units_b64 "$(unit_states envd-guard.service envd.service mmds.service mmds.socket \
@@ -273,6 +290,7 @@ else
 	section_net
 	section_vsock
 	section_envd_real
+	[ "$E2B_TEST_SDK" = 1 ] && section_sdk_forwards
 	[ "$E2B_TEST_STOP_GUARD" = 1 ] && section_stop_guard
 	section_test_listeners
 	section_units

@@ -1,0 +1,61 @@
+"""What the boot must show of E2B's real SDKs driving the guest from the
+host (tests/boot/sdk_host.py): every case of tests/sdk's probes, judged by
+the same expectations as the namespace layer (tests/sdk/expectations.py),
+one check each (sdk_js_commands_run, sdk_py-ci_ci_chart, ...). Merged into
+checks.py's table for the variants that run them (Variant.sdk)."""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "sdk"))
+
+import expectations  # noqa: E402
+from sdk_host import PROBES  # noqa: E402
+
+
+def _case(probe: str, name: str, judge):
+    def check(res):
+        run = res.get("sdk", {}).get(probe)
+        if not run:
+            return False, f"no run of the {probe} probe (the SDKs ran only after a finished probe)"
+        obs = run["cases"].get(name)
+        if obs is None:
+            return False, f"{probe}: no CASE {name} (rc {run['rc']}): {run['tail'][-1500:]}"
+        if "error" in obs:
+            return False, f"{probe} {name}: {obs['error']}"
+        try:
+            judge(obs, probe.split("-")[0], res.get("report", {}).get("envd_version_file", "").strip())
+        except AssertionError as e:
+            return False, f"{probe} {name}: {e or obs}"
+        return True, f"{probe} {name}: as expected"
+    return check
+
+
+def _equals(want):
+    def judge(obs, sdk, envd_version):
+        assert obs == want, f"{obs} != {want}"
+    return judge
+
+
+def _complete(probe: str, names):
+    def check(res):
+        run = res.get("sdk", {}).get(probe, {})
+        got = sorted(run.get("cases", {}))
+        return got == sorted(names) and run.get("rc") == 0, \
+            f"{probe}: rc {run.get('rc')}, cases {got}; {run.get('tail', '')[-800:]}"
+    return check
+
+
+def _table() -> dict:
+    table = {}
+    for probe in PROBES:
+        judges = ({n: _equals(w) for n, w in expectations.CI_EXPECTED.items()} if probe.endswith("-ci")
+                  else expectations.CHECKS)
+        table[f"sdk_{probe}_complete"] = _complete(probe, list(judges))
+        for name, judge in judges.items():
+            table[f"sdk_{probe}_{name}"] = _case(probe, name, judge)
+    return table
+
+
+SDK = _table()

@@ -1,0 +1,89 @@
+"""E2B's real SDKs against a booted guest, from the host (test only).
+
+The SDKs in debug mode talk to localhost:49983 (envd), :49999 (runCode) and
+:3000 (getHost(3000)). A pool's host serves those with `e2b-hostlink forward`
+over vsock; ours has no host-to-guest vsock transport, so the path is split
+where it must be and kept real everywhere else:
+
+  SDK (host netns) -> socat 127.0.0.1:P -> TCP to the guest's eth0, port
+  FORWARDS[P] (a test port, unguarded) -> e2b-hostlink --cid 1 forward in
+  the guest (started by the probe, guest/probe.sh section_sdk_forwards) ->
+  vsock_loopback -> the image's relays (vsock-proxy@49983/@49999 and the
+  dynamic relay for 3000) -> envd, the code interpreter, the user's server.
+
+Only the socat hop and the guest-side e2b-hostlink stand in for the VMM's
+vsock transport. The probes and their expectations are tests/sdk's, the same
+for this boot as for the namespace layer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import secrets
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+SDK_DIR = HERE.parent / "sdk"
+sys.path.insert(0, str(SDK_DIR))
+
+# Local port (what the SDK dials) -> the guest's test port its forward listens on.
+FORWARDS = {49983: 15983, 49999: 15999, 3000: 13000}
+PROBES = {  # name -> (the probe's command, whether it runs from the npm prefix)
+    "js": (["node", "probe_e2b.mjs"], True),
+    "py": (["PYSDK", str(SDK_DIR / "probe_e2b.py")], False),
+    "js-ci": (["node", "probe_ci.mjs"], True),
+    "py-ci": (["PYSDK", str(SDK_DIR / "probe_ci.py")], False),
+}
+PROBE_TIMEOUT = 1200  # s, per probe, under TCG
+
+
+def new_token() -> tuple[str, str]:
+    """A per-boot access token and the document's accessTokenHash for it."""
+    token = secrets.token_hex(24)
+    return token, hashlib.sha512(token.encode()).hexdigest()
+
+
+def _listening(exec_argv, port: int) -> bool:
+    cp = subprocess.run(exec_argv(["ss", "-Hltn", f"sport = :{port}"]), capture_output=True, text=True)
+    return bool(cp.stdout.strip())
+
+
+def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
+    """Runs every probe in the host netns (EXEC_ARGV wraps a command into it);
+    returns {probe: {"cases": {name: observation}, "rc": int, "tail": str}}."""
+    import sdk_helpers  # installs the pinned SDKs on first use (build/)
+    npm_dir, python = sdk_helpers.npm_sdk(), sdk_helpers.py_sdk()
+    relays = [subprocess.Popen(exec_argv(["socat", f"TCP-LISTEN:{local},bind=127.0.0.1,fork,reuseaddr",
+                                          f"TCP:{guest_addr}:{guest}"]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for local, guest in FORWARDS.items()]
+    out: dict = {}
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(_listening(exec_argv, p) for p in FORWARDS):
+            time.sleep(0.1)
+        env = dict(os.environ, E2B_DEBUG="true", E2B_SDK_TOKEN=token, E2B_SDK_INSTANCE_ID=doc["instanceID"],
+                   E2B_SDK_ENV_ID=doc["envID"], E2B_SDK_USER_SERVER=str(SDK_DIR / "user_server.sh"))
+        for name, (argv, from_npm) in PROBES.items():
+            argv = [str(python) if a == "PYSDK" else a for a in argv]
+            try:
+                cp = subprocess.run(exec_argv(argv), capture_output=True, text=True, env=env,
+                                    cwd=npm_dir if from_npm else None, timeout=PROBE_TIMEOUT)
+                text, rc = cp.stdout + "\n--- stderr\n" + cp.stderr[-3000:], cp.returncode
+            except subprocess.TimeoutExpired as e:
+                text, rc = f"timed out after {PROBE_TIMEOUT} s: {e.stdout!r:.3000}", None
+            cases = {}
+            for line in text.splitlines():
+                if line.startswith("CASE "):
+                    _, case, obs = line.split(" ", 2)
+                    cases[case] = json.loads(obs)
+            out[name] = {"cases": cases, "rc": rc, "tail": text[-4000:]}
+    finally:
+        for p in relays:
+            p.terminate()
+            p.wait(timeout=10)
+    return out

@@ -1,0 +1,164 @@
+"""What E2B's SDKs must observe in every case of tests/sdk's probes
+(probe_e2b.*, probe_ci.*), the same for both SDKs: one table for the
+namespace layer (test_sdk_rt.py, test_sdk_ci.py) and for the boot
+(tests/boot/sdk_checks.py). Each check raises AssertionError on a wrong
+observation; ENVD_VERSION arguments are the image's /etc/envd-version,
+trimmed."""
+import hashlib
+import re
+
+# The SDKs name their errors differently; everything else is expected alike.
+ERRORS = {
+    "js": {"exit": "CommandExitError", "timeout": "TimeoutError", "auth": "AuthenticationError"},
+    "py": {"exit": "CommandExitException", "timeout": "TimeoutException", "auth": "AuthenticationException"},
+}
+HOME = "/home/user"
+
+
+def pattern(n: int) -> bytes:
+    """The probes' deterministic file content: b[i] = (31*i + 7) % 251 (period
+    251, a prime, so a chunk moved or repeated changes the hash)."""
+    return (bytes((31 * i + 7) % 251 for i in range(251)) * (n // 251 + 1))[:n]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_debug_create(o, sdk, envd_version):
+    # Debug mode: no API call, a fixed id, localhost hosts, and no version
+    # read from envd: the SDK's fallback, which gates no feature off.
+    assert o == {"sandboxId": "debug_sandbox_id", "host3000": "localhost:3000", "envdVersion": "99.99.99",
+                 "stdout": "pre-init\n"}
+
+
+def check_init_token(o, sdk, envd_version):
+    assert o["wrongTokenStatus"] == 401, "envd took an /init token whose sha512 is not MMDS's accessTokenHash"
+    assert o["initStatus"] == 204
+    assert (o["unauthStatus"], o["authStatus"]) == (401, 200), "the token /init set is not enforced"
+    assert o["envsVar"] == "from-init"
+    assert o["sdkWithoutToken"] == ERRORS[sdk]["auth"]
+    # /init's envVars reach a command's environment, its defaultUser runs it.
+    assert o["stdout"] == "from-init\nuser\n"
+
+
+def check_envd_version(o, sdk, envd_version):
+    # What the pool reports to the SDK as envdVersion (trimmed: the JS SDK's
+    # parser refuses surrounding whitespace) must be what envd says it is.
+    shipped = envd_version
+    assert re.fullmatch(r"\d+\.\d+\.\d+", shipped), f"/etc/envd-version holds {shipped!r}"
+    assert o == {"initHeader": shipped, "sdkVersion": shipped}
+
+
+def check_commands_run(o, sdk, envd_version):
+    assert o == {"stdout": "out\n", "stderr": "err\n", "exitCode": 0}
+
+
+def check_commands_exit_error(o, sdk, envd_version):
+    assert o == {"errorClass": ERRORS[sdk]["exit"], "exitCode": 3, "stdout": "partial\n", "stderr": "bad\n"}
+
+
+def check_commands_env_cwd(o, sdk, envd_version):
+    assert o == {"stdout": "v a l|/tmp"}
+
+
+def check_commands_users(o, sdk, envd_version):
+    assert o == {"root": "0\nroot\n", "user": "1000\nuser\n"}
+
+
+def check_commands_background(o, sdk, envd_version):
+    assert o == {"listed": True, "killed": True, "listedAfter": False, "waitError": ERRORS[sdk]["exit"]}
+
+
+def check_commands_stdin(o, sdk, envd_version):
+    assert o == {"stdout": "one\ntwo\n", "exitCode": 0}
+
+
+def check_commands_stream_1mib(o, sdk, envd_version):
+    want = sha(b"0123456789abcde\n" * 65536)
+    assert (o["streamedBytes"], o["resultBytes"]) == (1 << 20, 1 << 20)
+    assert (o["streamedSha256"], o["resultSha256"]) == (want, want)
+    assert o["chunks"] > 1, "1 MiB arrived in one piece: not streamed"
+
+
+def check_commands_timeout(o, sdk, envd_version):
+    assert o["errorClass"] == ERRORS[sdk]["timeout"]
+    assert 0.9 <= o["seconds"] < 5, o
+
+
+def check_pty(o, sdk, envd_version):
+    # Terminal output: lines end in \r\n, bash's bracketed-paste toggles and
+    # carriage returns around them; what matters is the lines' text.
+    lines = {re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", part).strip() for part in re.split(r"[\r\n]+", o["output"])}
+    assert "24 80" in lines, o["output"]      # the size it was created with
+    assert "PTY-42" in lines, o["output"]     # input reached the shell (which did the sum), output came back
+    assert "30 100" in lines, o["output"]     # resize reached the terminal
+    assert o["killed"] is True
+
+
+def check_files_text(o, sdk, envd_version):
+    assert o == {"text": "hello, ünïcödé\nline 2\n"}
+
+
+def check_files_bytes(o, sdk, envd_version):
+    assert o == {"hex": bytes(range(256)).hex()}
+
+
+def check_big(n):
+    def check(o, sdk, envd_version):
+        want = sha(pattern(n))
+        assert o == {"writtenSha256": want, "readSha256": want, "guestSha256": want, "size": n}
+    return check
+
+
+def check_files_ops(o, sdk, envd_version):
+    assert o == {
+        "madeDir": True, "madeAgain": False, "list": [["a.txt", "file"], ["sub", "dir"]],
+        "info": {"name": "a.txt", "type": "file", "size": 3, "path": f"{HOME}/sdk-ops/a.txt", "owner": "user"},
+        "renamed": f"{HOME}/sdk-ops/b.txt", "existsOld": False, "existsNew": True, "existsAfterRemove": False,
+    }
+
+
+def check_files_watch(o, sdk, envd_version):
+    events = [tuple(e) for e in o["events"]]
+    for want in (("create", "a.txt"), ("write", "a.txt"), ("remove", "a.txt")):
+        assert want in events, events
+    assert events.index(("create", "a.txt")) < events.index(("remove", "a.txt")), events
+
+
+def check_files_upload_download(o, sdk, envd_version):
+    want = sha(pattern(300000))
+    assert o == {"signed": True, "uploadStatus": 200, "downloadStatus": 200, "downloadedSha256": want,
+                 "sentSha256": want, "unsignedStatus": 401}
+
+
+def check_get_host(o, sdk, envd_version):
+    # Through forward 3000 -> vsock port 10000 -> the real dynamic relay
+    # (CONNECT 3000) -> the server in the guest: nothing maps port 3000 on
+    # its own.
+    assert o == {"host": "localhost:3000", "status": 200, "body": "served through the relay\n"}
+
+
+CHECKS = {
+    "debug_create": check_debug_create, "init_token": check_init_token, "envd_version": check_envd_version,
+    "commands_run": check_commands_run, "commands_exit_error": check_commands_exit_error,
+    "commands_env_cwd": check_commands_env_cwd, "commands_users": check_commands_users,
+    "commands_background": check_commands_background, "commands_stdin": check_commands_stdin,
+    "commands_stream_1mib": check_commands_stream_1mib, "commands_timeout": check_commands_timeout,
+    "pty": check_pty, "files_text": check_files_text, "files_bytes": check_files_bytes,
+    "files_1mib": check_big(1 << 20), "files_16mib": check_big(16 << 20), "files_ops": check_files_ops,
+    "files_watch": check_files_watch, "files_upload_download": check_files_upload_download,
+    "get_host": check_get_host,
+}
+
+
+# e2b-ci: @e2b/code-interpreter and e2b-code-interpreter (probe_ci.*).
+CI_EXPECTED = {
+    "ci_run_code": {"text": "2", "executionError": None},
+    # One result: the figure, as a PNG and as e2b_charts' chart data.
+    "ci_chart": {"results": 1, "pngMagic": "89504e470d0a1a0a", "chartType": "line", "chartTitle": "sdk chart",
+                 "elements": [{"label": "squares", "points": [[1, 1], [2, 4], [3, 9]]}], "executionError": None},
+    "ci_error": {"name": "ValueError", "value": "sdk boom", "hasTraceback": True},
+    # State persists within the new context and not outside it.
+    "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True},
+}
