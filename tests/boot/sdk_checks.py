@@ -47,8 +47,16 @@ def _complete(probe: str, names):
     return check
 
 
+def start_state(res):
+    """Before the SDKs: the vsock section's token was dropped by an /init that
+    a sha512("") accessTokenHash authorizes, and envd is open again."""
+    rep = res.get("report", {})
+    return (rep.get("sdk_token_reset_code") == "204" and rep.get("sdk_envs_open") == "200",
+            f"/init without a token -> {rep.get('sdk_token_reset_code')}, GET /envs -> {rep.get('sdk_envs_open')}")
+
+
 def _table() -> dict:
-    table = {}
+    table = {"sdk_start_state": start_state}
     for probe in PROBES:
         judges = ({n: _equals(w) for n, w in expectations.CI_EXPECTED.items()} if probe.endswith("-ci")
                   else expectations.CHECKS)

@@ -32,11 +32,14 @@ sys.path.insert(0, str(SDK_DIR))
 
 # Local port (what the SDK dials) -> the guest's test port its forward listens on.
 FORWARDS = {49983: 15983, 49999: 15999, 3000: 13000}
+# In this order: the code interpreter's probes first, while envd has no
+# access token (the server passes the caller's token to envd's /envs, and the
+# SDKs in debug mode have none); then the e2b probes, which /init one.
 PROBES = {  # name -> (the probe's command, whether it runs from the npm prefix)
-    "js": (["node", "probe_e2b.mjs"], True),
-    "py": (["PYSDK", str(SDK_DIR / "probe_e2b.py")], False),
     "js-ci": (["node", "probe_ci.mjs"], True),
     "py-ci": (["PYSDK", str(SDK_DIR / "probe_ci.py")], False),
+    "js": (["node", "probe_e2b.mjs"], True),
+    "py": (["PYSDK", str(SDK_DIR / "probe_e2b.py")], False),
 }
 PROBE_TIMEOUT = 1200  # s, per probe, under TCG
 

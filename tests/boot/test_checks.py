@@ -170,9 +170,8 @@ ENVD_OK = {
     "envd_init_nat": "-P PREROUTING ACCEPT\n-P OUTPUT ACCEPT\n"
                      "-A PREROUTING -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j RETURN\n"
                      "-A OUTPUT -d 169.254.169.254/32 -p tcp -m tcp --dport 80 -j RETURN",
-    "envd_init_tables": "table inet e2b_guard\ntable ip nat",
     "guard_check_after_init_rc": "0",
-    "envd_token_required": "401",
+    "envd_envs_after_init": "200",
     "envd_peers": "127.0.0.1:41234\n169.254.169.254:80",
 }
 
@@ -195,6 +194,5 @@ def test_envd_checks_fail_each_broken_report():
     assert not envd_verdicts(envd_peers="10.0.2.2:4318")["envd_no_log_exporter"]
     v = "envd_init_without_mmds_keeps_guard"
     assert not envd_verdicts(guard_check_after_init_rc="1")[v]
-    assert not envd_verdicts(envd_init_tables="table ip nat")[v]
     assert not envd_verdicts(envd_init_nat="-P OUTPUT ACCEPT")[v]
-    assert not envd_verdicts(envd_token_required="200")[v]
+    assert not envd_verdicts(envd_envs_after_init="401")[v]

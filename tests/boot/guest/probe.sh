@@ -199,7 +199,8 @@ section_vsock() {
 # (socat for each loopback listener, binding 169.254.0.21, which our guests
 # lack), and /init while MMDS is down (envd then inserts iptables nat RETURN
 # rules for 169.254.169.254:80 and retries): the guard must still hold.
-# Runs after the vsock section, before the guard is stopped.
+# Runs before anything sets an access token (the vsock section does), and its
+# /init carries none, so none is left behind.
 connect_envelope() { # MESSAGE: a Connect streaming request body (flags 0, length, JSON)
 	local n=${#1}
 	printf "\\x00\\x$(printf %02x $((n >> 24 & 255)))\\x$(printf %02x $((n >> 16 & 255)))\\x$(printf %02x $((n >> 8 & 255)))\\x$(printf %02x $((n & 255)))"
@@ -207,6 +208,12 @@ connect_envelope() { # MESSAGE: a Connect streaming request body (flags 0, lengt
 }
 cpu_ticks() { # PID: utime+stime+cutime+cstime
 	awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+count_comm() { # NAME: processes called NAME (the image has no procps)
+	grep -lx "$1" /proc/[0-9]*/comm 2>/dev/null | wc -l
+}
+count_children() { # PID
+	awk -v p="$1" '{ sub(/^.*\) /, ""); if ($2 == p) n++ } END { print n + 0 }' /proc/[0-9]*/stat 2>/dev/null
 }
 section_envd_real() {
 	local pid t0 t1 j0 j1 code i
@@ -230,22 +237,21 @@ section_envd_real() {
 	j1=$(journalctl -b -u envd.service --no-pager -o cat 2>/dev/null | wc -l)
 	report envd_idle_cpu_ticks "$(( t1 - t0 ))"
 	report envd_idle_journal_lines "$(( j1 - j0 ))"
-	report envd_socats "$(pgrep -c -x socat)"
+	report envd_socats "$(count_comm socat)"
+	report envd_children "$(count_children "$pid")"
 	# No log exporter (the document has no "address"): envd's only peers are local.
 	report_b64 envd_peers_b64 "$(ss -Htnp 2>/dev/null | awk '/"envd"/ { print $5 }')"
-	report envd_children "$(pgrep -c -P "$pid")"
 	# /init while MMDS is down.
 	systemctl stop mmds.socket mmds.service
 	t0=$(uptime_ms)
 	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 60 -X POST -H 'Content-Type: application/json' \
-		-d '{"accessToken": "probe-token"}' http://127.0.0.1:49983/init)
+		-d '{}' http://127.0.0.1:49983/init)
 	report envd_init_no_mmds_code "$code"
 	report envd_init_no_mmds_ms "$(( $(uptime_ms) - t0 ))"
 	report_b64 envd_init_nat_b64 "$(iptables -w 5 -t nat -S 2>&1)"
-	report_b64 envd_init_tables_b64 "$(nft list tables 2>&1)"
 	/usr/local/bin/envd-guard check > /dev/null 2>&1
 	report guard_check_after_init_rc "$?"
-	report envd_token_required "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
+	report envd_envs_after_init "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
 	systemctl start mmds.socket
 }
 
@@ -254,7 +260,20 @@ section_envd_real() {
 # (E2B_TEST_SDK_FORWARDS, "SDKPORT:TESTPORT"), into the image's vsock relays
 # at CID 1. They outlive the probe: the host runs the SDKs after it.
 section_sdk_forwards() {
-	local spec port listen started= i
+	local spec port listen started= i tmp
+	# The SDKs start from a sandbox without an access token, as a fresh clone
+	# is; the vsock section left one. A document whose accessTokenHash is
+	# sha512("") authorizes envd to drop it (/init without a token); then the
+	# boot's own document (the host's SDK token's hash) comes back from fw_cfg.
+	tmp=$(mktemp /run/mmds/.document.json.XXXXXX)
+	printf '{"instanceID":"isb-sdk-reset","envID":"tmpl-sdk-reset","accessTokenHash":"%s"}' \
+		"$(printf '' | sha512sum | cut -d' ' -f1)" > "$tmp" && chmod 0644 "$tmp" && mv "$tmp" /run/mmds/document.json
+	sleep 1  # mmds-serve's watch
+	report sdk_token_reset_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
+		-H 'Content-Type: application/json' -d '{}' http://127.0.0.1:49983/init)"
+	systemctl restart mmds-fwcfg.service
+	sleep 1
+	report sdk_envs_open "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
 	for spec in $E2B_TEST_SDK_FORWARDS; do
 		port=${spec%%:*} listen=$E2B_TEST_IP:${spec##*:}
 		systemd-run --quiet --collect --unit "e2b-test-forward-$port" \
@@ -288,8 +307,8 @@ else
 	section_guard
 	[ "$E2B_TEST_FLAVOR" = e2b-ci ] && section_ci
 	section_net
-	section_vsock
 	section_envd_real
+	section_vsock
 	[ "$E2B_TEST_SDK" = 1 ] && section_sdk_forwards
 	[ "$E2B_TEST_STOP_GUARD" = 1 ] && section_stop_guard
 	section_test_listeners
