@@ -3,8 +3,8 @@
 # .deb downloaded), a warm rebuild (same cache, mkosi's cached installation),
 # the compressed OCI layer, the tree and its package count. Peer in the same
 # run: e2b-rt, built the same way (bench/image.sh compares e2b-rt with mkosi's
-# own OCI writer); each flavor starts from its own empty cache. Builds with tests/testimages.py's recipes (the stand-ins,
-# or upstream's archive where the tests use it). Long: two cold builds.
+# own OCI writer); each flavor starts from its own empty cache. Builds with tests/testimages.py's recipes (the shipped
+# locks, upstream's archives on a pin mirror; envd built from source). Long: two cold builds.
 #
 #   bench/e2b-ci-image.sh          BENCH_CACHE=DIR to start from that cache
 set -euo pipefail

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Idle memory of the e2b-ci stack: Jupyter server + the code-interpreter API
 # server + the default python kernel it starts, run from the built image tree
-# (chroot, as uid 1000, in a private network namespace with a stand-in
-# envd /envs on 127.0.0.1:49983). Compared with the pool sizes the stack must
+# (chroot, as uid 1000, in a private network namespace with the tree's real
+# envd on 127.0.0.1:49983, tests/image_ci/stack.sh). Compared with the pool sizes the stack must
 # fit in: `small` (512 MiB) and `medium` (1 GiB, upstream's target).
 #
 #   bench/e2b-ci-memory.sh [TREE]   (default: out/e2b-ci's build tree or OCI layer)
@@ -11,8 +11,7 @@
 #       `git archive` of the pinned commit) over the tree first, with
 #       os-image/e2b-ci/prepare.sh (PATCHES applied), as a read-only overlay.
 #
-# Not a QEMU boot: no systemd, envd or guard here (tests/boot measures the
-# guest). Needs root (unshare, chroot).
+# Not a QEMU boot: no systemd or guard here (tests/boot measures the guest). Needs root (unshare, chroot).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=${1:-}
