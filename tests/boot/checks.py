@@ -91,6 +91,39 @@ def unit_table(text: str) -> dict:
     return table
 
 
+# Work that belongs to the build (os-image/mkosi.finalize does it and stamps
+# /etc/.updated and /var/.updated): none of it may run on a clone's boot.
+BUILD_TIME_UNITS = ("systemd-hwdb-update.service", "ldconfig.service", "systemd-journal-catalog-update.service",
+                    "systemd-update-done.service", "systemd-sysusers.service")
+
+
+def _ran(props: dict) -> bool:
+    return int(props.get("ActiveEnterTimestampMonotonic") or 0) > 0
+
+
+def no_build_time_units(res):
+    services = unit_table(_rep(res).get("services", ""))
+    ran = [u for u in BUILD_TIME_UNITS if _ran(services.get(u, {}))]
+    return bool(services) and not ran, f"ran on boot: {ran}"
+
+
+def no_console_logins(res):
+    """The gettys start only with `e2b.console` on the kernel command line."""
+    services = unit_table(_rep(res).get("services", ""))
+    ran = [u for u, p in services.items() if u.startswith(("getty@", "serial-getty@")) and _ran(p)]
+    return bool(services) and not ran, f"gettys that ran: {ran}"
+
+
+def boot_figures(res):
+    """The figures bench/boot.sh compares (reported, not judged): userspace
+    start, the boot transaction's end, readiness, the guest's busy CPU."""
+    rep = _rep(res)
+    keys = ("userspace_start_us", "boot_finish_us", "settled_ms", "cpu_busy_ticks")
+    ok = all((rep.get(k) or "").isdigit() for k in keys)
+    ready = {n: rep.get(f"ready_{n}_ms") for n in ("envd", "jupyter", "ci") if rep.get(f"ready_{n}_ms")}
+    return ok, f"{ {k: rep.get(k) for k in keys} } ready (ms since kernel start): {ready}"
+
+
 def no_failed_units(res):
     rep = _rep(res)
     failed = rep.get("failed_units", "").split()
@@ -302,6 +335,9 @@ COMMON = {
     "mmds_requires_token": mmds_requires_token,
     "envd_version": envd_version,
     "no_failed_units": no_failed_units,
+    "no_build_time_units": no_build_time_units,
+    "no_console_logins": no_console_logins,
+    "boot_figures": boot_figures,
     "boot_times": boot_times,
     "network_by_image": network_by_image,
     "open_port_answers": open_port_answers,

@@ -196,3 +196,19 @@ def test_envd_checks_fail_each_broken_report():
     assert not envd_verdicts(guard_check_after_init_rc="1")[v]
     assert not envd_verdicts(envd_init_nat="-P OUTPUT ACCEPT")[v]
     assert not envd_verdicts(envd_envs_after_init="401")[v]
+
+
+# --- a lean boot --------------------------------------------------------------
+
+def unit_line(unit, entered):
+    return f"Id={unit} ActiveState=inactive SubState=dead NRestarts=0 Result=success ActiveEnterTimestampMonotonic={entered}"
+
+
+def test_build_time_units_and_gettys_fail_when_they_ran():
+    lean = {"services": "\n".join(unit_line(u, 0) for u in (*checks.BUILD_TIME_UNITS, "getty@tty1.service"))}
+    assert checks.no_build_time_units({"report": lean})[0]
+    assert checks.no_console_logins({"report": lean})[0]
+    fat = {"services": lean["services"] + "\n" + unit_line("ldconfig.service", 24600000)
+           + "\n" + unit_line("serial-getty@ttyS0.service", 55000000)}
+    assert not checks.no_build_time_units({"report": fat})[0]
+    assert not checks.no_console_logins({"report": fat})[0]

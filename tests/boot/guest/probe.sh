@@ -255,6 +255,23 @@ section_envd_real() {
 	systemctl start mmds.socket
 }
 
+# 14. The boot's figures once it has settled (no job left) and the flavor is
+# ready (envd; e2b-ci: :49999, section_ci ran before): when systemd started
+# userspace and when it finished the boot transaction (µs since kernel start),
+# and the guest's busy CPU time so far (/proc/stat, all CPUs, in USER_HZ).
+section_settled() {
+	local i
+	for i in $(seq 1 600); do
+		[ -z "$(systemctl list-jobs --no-legend --plain 2>/dev/null | awk '{print $2}' |
+			grep -v -e '\.target$' -e '^e2b-test-probe\.service$')" ] && break
+		sleep 0.2
+	done
+	report settled_ms "$(uptime_ms)"
+	report cpu_busy_ticks "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)"
+	report userspace_start_us "$(systemctl show -P UserspaceTimestampMonotonic)"
+	report boot_finish_us "$(systemctl show -P FinishTimestampMonotonic)"
+}
+
 # 13. For E2B's SDKs on the host (tests/boot/sdk_host.py): e2b-hostlink
 # forward on the guest's address, one unguarded test port per SDK port
 # (E2B_TEST_SDK_FORWARDS, "SDKPORT:TESTPORT"), into the image's vsock relays
@@ -306,6 +323,7 @@ else
 	section_mmds
 	section_guard
 	[ "$E2B_TEST_FLAVOR" = e2b-ci ] && section_ci
+	section_settled
 	section_net
 	section_envd_real
 	section_vsock
