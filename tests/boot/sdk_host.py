@@ -32,6 +32,10 @@ sys.path.insert(0, str(SDK_DIR))
 
 # Local port (what the SDK dials) -> the guest's test port its forward listens on.
 FORWARDS = {49983: 15983, 49999: 15999, 3000: 13000}
+# The guest's test port that returns envd to a clone's state without an access
+# token (guest/sdk-reset.sh): each probe starts from there, as in the namespace
+# layer, where each has an envd of its own.
+RESET_PORT = 15900
 # In this order: the code interpreter's probes first, while envd has no
 # access token (the server passes the caller's token to envd's /envs, and the
 # SDKs in debug mode have none); then the e2b probes, which /init one.
@@ -55,6 +59,22 @@ def _listening(exec_argv, port: int) -> bool:
     return bool(cp.stdout.strip())
 
 
+RESET = r"""
+import socket, sys
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60) as s:
+    data = b""
+    while chunk := s.recv(4096):
+        data += chunk
+print(data.decode(errors="replace").strip())
+"""
+
+
+def reset_guest(exec_argv, guest_addr: str) -> str:
+    cp = subprocess.run(exec_argv(["/usr/bin/python3", "-c", RESET, guest_addr, str(RESET_PORT)]),
+                        capture_output=True, text=True, timeout=90)
+    return (cp.stdout + cp.stderr).strip()
+
+
 def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
     """Runs every probe in the host netns (EXEC_ARGV wraps a command into it);
     returns {probe: {"cases": {name: observation}, "rc": int, "tail": str}}."""
@@ -73,6 +93,7 @@ def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
                    E2B_SDK_ENV_ID=doc["envID"], E2B_SDK_USER_SERVER=str(SDK_DIR / "user_server.sh"))
         for name, (argv, from_npm) in PROBES.items():
             argv = [str(python) if a == "PYSDK" else a for a in argv]
+            reset = reset_guest(exec_argv, guest_addr)
             try:
                 cp = subprocess.run(exec_argv(argv), capture_output=True, text=True, env=env,
                                     cwd=npm_dir if from_npm else None, timeout=PROBE_TIMEOUT)
@@ -84,7 +105,7 @@ def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
                 if line.startswith("CASE "):
                     _, case, obs = line.split(" ", 2)
                     cases[case] = json.loads(obs)
-            out[name] = {"cases": cases, "rc": rc, "tail": text[-4000:]}
+            out[name] = {"cases": cases, "rc": rc, "tail": text[-4000:], "reset": reset}
     finally:
         for p in relays:
             p.terminate()

@@ -228,7 +228,7 @@ TEST_UNITS = {
     "e2b-test-readiness.service": ["envd.service"],
     "e2b-test-listen@.service": [],  # started by the probe
 }
-PROBE_TOOLS = ["probe.sh", "readiness.sh", "vsock.sh"]
+PROBE_TOOLS = ["probe.sh", "readiness.sh", "vsock.sh", "sdk-reset.sh"]
 
 
 def install_units(units: pathlib.Path, v: Variant) -> None:
@@ -259,6 +259,7 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
         f"E2B_TEST_SDK={int(v.sdk)}\nE2B_TEST_SDK_FORWARDS=\"{' '.join(f'{l}:{g}' for l, g in sdk_host.FORWARDS.items())}\"\n"
+        f"E2B_TEST_SDK_RESET_PORT={sdk_host.RESET_PORT}\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"
         f"E2B_TEST_GUARDED=\"{' '.join(GUARDED)}\"\n"
         f"E2B_TEST_CI_TRIES={ci_tries}\nE2B_TEST_CI_SECONDS={CI_SECONDS}\n")

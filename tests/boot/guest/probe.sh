@@ -277,26 +277,21 @@ section_settled() {
 # (E2B_TEST_SDK_FORWARDS, "SDKPORT:TESTPORT"), into the image's vsock relays
 # at CID 1. They outlive the probe: the host runs the SDKs after it.
 section_sdk_forwards() {
-	local spec port listen started= i tmp
-	# The SDKs start from a sandbox without an access token, as a fresh clone
-	# is; the vsock section left one. A document whose accessTokenHash is
-	# sha512("") authorizes envd to drop it (/init without a token); then the
-	# boot's own document (the host's SDK token's hash) comes back from fw_cfg.
-	tmp=$(mktemp /run/mmds/.document.json.XXXXXX)
-	printf '{"instanceID":"isb-sdk-reset","envID":"tmpl-sdk-reset","accessTokenHash":"%s"}' \
-		"$(printf '' | sha512sum | cut -d' ' -f1)" > "$tmp" && chmod 0644 "$tmp" && mv "$tmp" /run/mmds/document.json
-	sleep 1  # mmds-serve's watch
-	report sdk_token_reset_code "$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 -X POST \
-		-H 'Content-Type: application/json' -d '{}' http://127.0.0.1:49983/init)"
-	systemctl restart mmds-fwcfg.service
-	sleep 1
-	report sdk_envs_open "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
+	local spec port listen started= i reset
+	# From a fresh clone's state (no access token; the vsock section left one).
+	reset=$("$T/sdk-reset.sh")
+	report sdk_token_reset_code "$(echo "$reset" | sed -n 's/.*init=\([0-9]*\).*/\1/p')"
+	report sdk_envs_open "$(echo "$reset" | sed -n 's/.*envs=\([0-9]*\).*/\1/p')"
 	for spec in $E2B_TEST_SDK_FORWARDS; do
 		port=${spec%%:*} listen=$E2B_TEST_IP:${spec##*:}
 		systemd-run --quiet --collect --unit "e2b-test-forward-$port" \
 			"$T/e2b-hostlink" --cid 1 forward --listen "$listen" "$port" && started="$started${started:+,}$listen"
 	done
-	for spec in $E2B_TEST_SDK_FORWARDS; do
+	# The same reset for the host, between its SDK probes (each starts from a clone without a token).
+	systemd-run --quiet --collect --unit e2b-test-sdk-reset \
+		socat "TCP-LISTEN:$E2B_TEST_SDK_RESET_PORT,bind=$E2B_TEST_IP,fork,reuseaddr" "EXEC:$T/sdk-reset.sh" &&
+		started="$started,$E2B_TEST_IP:$E2B_TEST_SDK_RESET_PORT"
+	for spec in $E2B_TEST_SDK_FORWARDS 0:$E2B_TEST_SDK_RESET_PORT; do
 		for i in $(seq 1 50); do covered "$E2B_TEST_IP" "${spec##*:}" && break; sleep 0.1; done
 	done
 	report sdk_forwards "$started"
