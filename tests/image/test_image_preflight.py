@@ -209,6 +209,7 @@ def test_module_not_matching_go_sum_stops(tmp_path):
     """A module proxy (file://, a copy of the session's module cache) that serves
     a changed zip of one module: go refuses it against go.sum, nothing is built."""
     import zipfile
+    testimages.sources()  # the session's envd build fills the module cache copied here
     downloads = testimages.CACHE / "go" / "mod" / "cache" / "download"
     proxy = tmp_path / "proxy"
     shutil.copytree(downloads, proxy, copy_function=os.link)
