@@ -75,9 +75,18 @@ def init_without_mmds_keeps_guard(res):
                 f"{rep.get('envd_envs_after_init')}")
 
 
+def priorities(res):
+    """envd runs at nice -20 (units/envd.service, as E2B's unit), and puts what
+    it starts back at 0."""
+    rep = _rep(res)
+    return (rep.get("envd_nice") == "-20" and rep.get("envd_child_nice") == "0",
+            f"envd nice {rep.get('envd_nice')!r}, a process it started: {rep.get('envd_child_nice')!r}")
+
+
 COMMON = {
     "envd_run_files": run_files,
     "envd_cgroups": cgroups,
+    "envd_priorities": priorities,
     "envd_forwarder_quiet": forwarder_quiet,
     "envd_no_log_exporter": no_log_exporter,
     "envd_init_without_mmds_keeps_guard": init_without_mmds_keeps_guard,

@@ -164,6 +164,8 @@ ENVD_OK = {
     "envd_run_files": "755 root .\n444 root .E2B_SANDBOX\n644 root .E2B_SANDBOX_ID\n644 root .E2B_TEMPLATE_ID",
     "envd_cgroups": "ptys\nsocats\nuser",
     "envd_child_cgroup": "0::/user\n",
+    "envd_nice": "-20",
+    "envd_child_nice": "0",
     "envd_socats": "0",
     "envd_idle_journal_lines": "0",
     "envd_init_no_mmds_code": "204",
@@ -189,6 +191,8 @@ def test_envd_checks_fail_each_broken_report():
     assert not envd_verdicts(envd_run_files="644 root .E2B_SANDBOX")["envd_run_files"]
     assert not envd_verdicts(envd_child_cgroup="0::/system.slice/envd.service")["envd_cgroups"]
     assert not envd_verdicts(envd_cgroups="user")["envd_cgroups"]
+    assert not envd_verdicts(envd_child_nice="-20")["envd_priorities"]
+    assert not envd_verdicts(envd_nice="0")["envd_priorities"]
     assert not envd_verdicts(envd_socats="3")["envd_forwarder_quiet"]
     assert not envd_verdicts(envd_idle_journal_lines="40")["envd_forwarder_quiet"]
     assert not envd_verdicts(envd_peers="10.0.2.2:4318")["envd_no_log_exporter"]

@@ -58,6 +58,7 @@ def test_envd_unit_fails_closed():
     assert service["ExecStart"] == ["/usr/local/bin/envd"]
     assert service["Restart"] == ["always"]
     assert service["OOMScoreAdjust"] == ["-1000"]
+    assert service["Nice"] == ["-20"]
     assert service["Delegate"] == ["yes"]
 
 

@@ -224,11 +224,13 @@ section_envd_real() {
 	report_b64 envd_own_cgroup_b64 "$(cat "/proc/$pid/cgroup" 2>&1)"
 	# A process envd starts (process.Process/Start, Connect streaming, JSON).
 	rm -f "$T/envd-child-cgroup"
-	connect_envelope '{"process":{"cmd":"/bin/sh","args":["-c","cat /proc/self/cgroup > '"$T"'/envd-child-cgroup"]}}' |
+	connect_envelope '{"process":{"cmd":"/bin/sh","args":["-c","cut -d\" \" -f19 /proc/self/stat > '"$T"'/envd-child-nice; cat /proc/self/cgroup > '"$T"'/envd-child-cgroup"]}}' |
 		curl -s -o /dev/null --max-time 30 -X POST -H 'Content-Type: application/connect+json' \
 			--data-binary @- http://127.0.0.1:49983/process.Process/Start
 	for i in $(seq 1 50); do [ -s "$T/envd-child-cgroup" ] && break; sleep 0.1; done
 	report_b64 envd_child_cgroup_b64 "$(cat "$T/envd-child-cgroup" 2>&1)"
+	report envd_nice "$(cut -d' ' -f19 "/proc/$pid/stat")"
+	report envd_child_nice "$(cat "$T/envd-child-nice" 2>/dev/null)"
 	# Idle: 10 s of the port forwarder's one-second scans.
 	j0=$(journalctl -b -u envd.service --no-pager -o cat 2>/dev/null | wc -l)
 	t0=$(cpu_ticks "$pid")
