@@ -28,9 +28,9 @@ STACK = HERE / "sdk_stack.sh"
 # these bound a hang.
 STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 600}
 
-# Where the probes' files are; the JS ones are copied next to node_modules so
-# that `import 'e2b'` resolves to build/npm-e2b.
-JS_PROBES = ("probe_e2b.mjs", "probe_ci.mjs")
+# Where the probes' files are; the JS ones (and their shared module) are
+# copied next to node_modules so that `import 'e2b'` resolves to build/npm-e2b.
+JS_PROBES = ("sdk_session.mjs", "probe_e2b.mjs", "probe_git.mjs", "probe_ci.mjs")
 
 
 def _sha256(path: pathlib.Path) -> str:
