@@ -252,3 +252,24 @@ GIT_CHECKS = {
     "git_error_push_without_upstream": check_git_error_push_without_upstream,
     "git_error_clone_missing": check_git_error_clone_missing,
 }
+
+
+# envd's E2B volumes (probe_envd_volumes.py): /init with volumeMounts makes
+# envd run `mount -t nfs` with its own options. NFS_MOUNT_OPTIONS is envd's
+# nfsOptions (internal/api/init.go at the pinned tag) behind "fg,hard,".
+NFS_MOUNT_OPTIONS = ("fg,hard,sync,rsize=1048576,wsize=1048576,mountproto=tcp,mountport=2049,proto=tcp,port=2049,"
+                     "nfsvers=3,noacl,noac,lookupcache=none")
+
+
+def check_envd_volume_mount(o, sdk, envd_version):
+    # Nothing serves the volume, so /init fails, naming envd's own command.
+    assert o["status"] == 400, o
+    assert (f"failed to setup NFS volumes: failed to mount NFS at \"/mnt/e2b-volume\": `mount -v -t nfs -o "
+            f"{NFS_MOUNT_OPTIONS} 127.0.0.1:/e2b-volume /mnt/e2b-volume` failed") in o["body"], o
+    # mount(8) handed the mount to the image's mount.nfs (nfs-common), which
+    # speaks for itself; without it: "unknown filesystem type 'nfs'".
+    assert "\nmount.nfs: " in o["body"], o
+    assert "unknown filesystem type" not in o["body"], o
+
+
+VOLUME_CHECKS = {"envd_volume_mount": check_envd_volume_mount}
