@@ -10,39 +10,14 @@ error types with git's message. Each case is its own test
 SDKs but for the error class names, are expectations.py's GIT_CHECKS.
 
 Tree: $E2B_SDK_RT_TREE, or the session's e2b-rt build (testimages)."""
-import pathlib
-
 import pytest
 
-from harness import require_root
 from expectations import GIT_CHECKS
-from sdk_helpers import StackRun, npm_sdk, py_sdk, tree
-
-HERE = pathlib.Path(__file__).resolve().parent
+from sdk_helpers import rt_probe_fixture, rt_tree  # noqa: F401  (rt_tree is a fixture, used by name)
 
 
-@pytest.fixture(scope="module")
-def rt_tree():
-    require_root()
-    return tree("e2b-rt")
-
-
-_runs = {}
-
-
-@pytest.fixture(scope="module")
-def git_run(request, rt_tree, tmp_path_factory):
-    """The stack run of probe_git for the test's SDK (made on first use, then
-    shared): /init sets a token, so the two SDKs do not share an envd."""
-    sdk = request.param
-    if sdk not in _runs:
-        work = tmp_path_factory.mktemp(f"sdk-git-{sdk}")
-        if sdk == "js":
-            probe, cwd = ["node", "probe_git.mjs"], npm_sdk()
-        else:
-            probe, cwd = [py_sdk(), HERE / "probe_git.py"], None
-        _runs[sdk] = StackRun("e2b-rt", rt_tree, work, probe, cwd=cwd)
-    return sdk, _runs[sdk]
+# The stack run of probe_git for the test's SDK.
+git_run = rt_probe_fixture("probe_git")
 
 
 def test_tree_ships_git(rt_tree):
