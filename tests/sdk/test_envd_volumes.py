@@ -12,17 +12,15 @@ import pathlib
 
 import pytest
 
-from harness import require_root
 from expectations import VOLUME_CHECKS
-from sdk_helpers import StackRun, tree
+from sdk_helpers import StackRun, rt_tree  # noqa: F401  (rt_tree is a fixture, used by name)
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def volume_run(tmp_path_factory):
-    require_root()
-    return StackRun("e2b-rt", tree("e2b-rt"), tmp_path_factory.mktemp("sdk-volumes"),
+def volume_run(rt_tree, tmp_path_factory):
+    return StackRun("e2b-rt", rt_tree, tmp_path_factory.mktemp("sdk-volumes"),
                     ["/usr/bin/python3", HERE / "probe_envd_volumes.py"])
 
 
