@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Image build figures: warm rebuild time and compressed layer size of
-# `make flavor=e2b-rt`, against the targets (<= 90 s, <= 60 MiB), and against
+# `make flavor=e2b-rt`, against the targets (<= 90 s, <= 70 MiB since git, os-image/README.md), and against
 # a named peer: mkosi 24.3's own `Format=oci` output of the very same
 # configuration and tree (what you get without os-image/pack.py; it is not
 # reproducible, see os-image/README.md). Prints the ratios.
@@ -55,7 +55,7 @@ peer=$(find "$peer_dir/blobs/sha256" -type f -printf '%s\n' | sort -n | tail -1)
 
 echo "image: flavor=$flavor, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "image: warm rebuild (make image, cached packages):   ${warm} s   (target <= 90 s)"
-echo "image: compressed layer (ours: tar --sort + gzip -n): $(mib "$ours") MiB ($ours bytes; target <= 60 MiB)"
+echo "image: compressed layer (ours: tar --sort + gzip -n): $(mib "$ours") MiB ($ours bytes; target <= 70 MiB)"
 echo "image: peer mkosi Format=oci warm build:             ${peer_time} s (no ext4, no manifest)"
 echo "image: peer mkosi Format=oci layer:                  $(mib "$peer") MiB ($peer bytes)"
 /usr/bin/python3 -c "print(f'image: ratio ours/peer: layer size {$ours/$peer:.3f}, warm build time {$warm/$peer_time:.2f}')"

@@ -14,6 +14,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -198,8 +199,11 @@ def test_manifest_outputs(built):
 
 
 def test_layer_within_size_target(built):
+    # 60 MiB until git (the SDKs' sbx.git) came in: git and the perl it
+    # depends on add ~28 MiB to the layer, ~19 MiB once mkosi.finalize has
+    # dropped git's server helpers (os-image/README.md, "Tools").
     size = built.manifest["outputs"]["oci"]["layers"][0]["size"]
-    assert size <= 60 * 1024 * 1024, f"compressed layer {size / 2**20:.1f} MiB > 60 MiB"
+    assert size <= 70 * 1024 * 1024, f"compressed layer {size / 2**20:.1f} MiB > 70 MiB"
 
 
 # --- contents ------------------------------------------------------------
@@ -220,6 +224,25 @@ def test_binaries_and_modes(layer, real_envd):
     assert hashlib.sha256(data).hexdigest() == sha256_file(real_envd[0])
     for name in ("etc/shadow", "etc/gshadow"):
         assert stat.S_IMODE(members[name].mode) & 0o007 == 0, name
+
+
+def test_git_is_a_client_without_server_helpers(tree):
+    """git runs in the image (the SDKs' sbx.git), with what clone, fetch,
+    push and pull use over file://, ssh and http(s); the server-side helpers
+    dpkg is told to leave out (02-e2b-git-server) are gone, and git's second
+    copy of itself is the same inode."""
+    # git opens /dev/null: the host's /dev, bound in a mount namespace of its own.
+    cp = subprocess.run(["unshare", "--mount", "sh", "-c", 'mount --bind /dev "$1/dev" && chroot "$1" git --version',
+                         "sh", str(tree)], capture_output=True, text=True, timeout=30)
+    assert re.fullmatch(r"git version 2\.\d+\.\d+\n", cp.stdout), cp.stdout + cp.stderr
+    for helper in ("git-upload-pack", "git-receive-pack", "git-remote-https", "git-remote-http", "git-http-fetch"):
+        assert (tree / "usr/lib/git-core" / helper).exists(), helper
+    excluded = [line.split()[1] for line in
+                (tree / "etc/dpkg/dpkg.cfg.d/02-e2b-git-server").read_text().splitlines()
+                if line.startswith("path-exclude ")]
+    assert "/usr/lib/git-core/git-daemon" in excluded
+    assert [p for p in excluded if (tree / p.lstrip("/")).exists()] == []
+    assert (tree / "usr/bin/git").stat().st_ino == (tree / "usr/lib/git-core/git").stat().st_ino
 
 
 def test_guest_tools_link_against_image_libraries(tree):
@@ -316,16 +339,41 @@ def test_no_stray_listeners(tree):
                 continue  # the host API, host peers only (mmds-serve's CID policy)
             offenders.append(f"{name}: {k}={v}")
     assert not offenders, offenders
-    # No daemons that listen on the network by default.
-    for path in ("usr/sbin/sshd", "usr/sbin/inetd", "usr/sbin/rpcbind", "usr/sbin/avahi-daemon",
+    # No daemons that listen on the network by default. (rpcbind comes with
+    # nfs-common and is never started: test_nfs_volume_mounts_need_no_rpcbind.)
+    for path in ("usr/sbin/sshd", "usr/sbin/inetd", "usr/sbin/avahi-daemon",
                  "usr/sbin/exim4", "usr/sbin/dnsmasq", "usr/sbin/nginx"):
         assert not (tree / path).exists(), path
     pkgs = set(re.findall(r"^Package: (\S+)", (tree / "var/lib/dpkg/status").read_text(), re.M))
-    assert not pkgs & {"openssh-server", "avahi-daemon", "rpcbind", "exim4-daemon-light",
+    assert not pkgs & {"openssh-server", "avahi-daemon", "exim4-daemon-light",
                        "postfix", "dnsmasq", "cups"}
     # resolved: the loopback stub only, no LLMNR/mDNS responders.
     conf = "\n".join(p.read_text() for p in (tree / "etc/systemd/resolved.conf.d").glob("*.conf"))
     assert "LLMNR=no" in conf and "MulticastDNS=no" in conf
+
+
+def test_nfs_volume_mounts_need_no_rpcbind(tree):
+    """envd mounts E2B volumes with `mount -t nfs` (tests/sdk's
+    test_envd_volumes.py). nfs-common's rpcbind and statd would listen on
+    every address: none of their units is enabled, and the image's mount.nfs,
+    given envd's own options, mounts nolock, so it never starts statd (which
+    would start rpcbind). `mount -f` shows the options mount.nfs would pass."""
+    for name in ("rpcbind.socket", "rpcbind.service", "nfs-client.target"):
+        cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", name],
+                            capture_output=True, text=True, timeout=30)
+        assert cp.stdout.strip() == "disabled", (name, cp.stdout, cp.stderr)
+    # statd's units are static: only start-statd (a mount with locks) starts them.
+    assert [n for n in enabled_units(tree) if n.startswith(("rpc", "nfs"))] == []
+    sys.path.insert(0, str(ROOT / "tests" / "sdk"))  # expectations.py holds envd's options
+    from expectations import NFS_MOUNT_OPTIONS
+    script = ('mount -t proc proc "$1/proc" && mount -t tmpfs tmpfs "$1/run" && mount -t tmpfs tmpfs "$1/mnt" && '
+              'exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin '
+              'mount -f -v -t nfs -o "$2" 127.0.0.1:/e2b-volume /mnt')
+    cp = subprocess.run(["unshare", "--mount", "--pid", "--fork", "sh", "-c", script, "sh", str(tree),
+                         NFS_MOUNT_OPTIONS], capture_output=True, text=True, timeout=60)
+    tried = re.findall(r"^mount\.nfs: trying text-based options '([^']*)'$", cp.stdout, re.M)
+    assert cp.returncode == 0 and len(tried) == 1, cp.stdout + cp.stderr
+    assert "nolock" in tried[0].split(","), tried
 
 
 def test_user_home_and_sudo(built, tree, layer):

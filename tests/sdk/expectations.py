@@ -162,3 +162,114 @@ CI_EXPECTED = {
     # State persists within the new context and not outside it.
     "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True},
 }
+
+
+# sbx.git (probe_git.*): the same scenario as `user` and as root, each in its
+# home, then three failures as `user`. Observations in git's own words.
+GIT_ERRORS = {
+    "js": {"exit": "CommandExitError", "upstream": "GitUpstreamError"},
+    "py": {"exit": "CommandExitException", "upstream": "GitUpstreamException"},
+}
+GIT_HOMES = {"user": "/home/user", "root": "/root"}
+GIT_IDENTITY = "SDK Tester <sdk-tester@example.invalid>"
+
+
+def git_status(branch, upstream=None, files=()):
+    return {"currentBranch": branch, "upstream": upstream, "isClean": not files, "files": [list(f) for f in files]}
+
+
+def check_git_init(who):
+    home = GIT_HOMES[who]
+
+    def check(o, sdk, envd_version):
+        assert o == {"stdout": f"Initialized empty Git repository in {home}/git/work/.git/\n",
+                     "bareStdout": f"Initialized empty Git repository in {home}/git/remote.git/\n",
+                     "isBare": "false\ntrue\n", "owner": f"{who}\n{who}\n"}
+    return check
+
+
+def check_git_commit(who):
+    def check(o, sdk, envd_version):
+        assert o == {
+            "untracked": git_status("main", files=[("hello.txt", "untracked", False)]),
+            "staged": git_status("main", files=[("hello.txt", "added", True)]),
+            "clean": git_status("main"),
+            "committedLine": "[main (root-commit) <sha>] first commit",
+            "branches": {"branches": ["feature", "main"], "currentBranch": "feature"},
+            "log": f"{GIT_IDENTITY}|first commit\n",
+            # configureUser's default scope is global: the user's own ~/.gitconfig.
+            "globalConfig": "sdk-tester@example.invalid\n",
+        }
+    return check
+
+
+def check_git_push(who):
+    def check(o, sdk, envd_version):
+        # Both branches reached the bare repository over file://, and
+        # push's default --set-upstream made origin/feature feature's upstream.
+        assert o == {"remoteBranches": "feature\nmain\n", "sameCommit": True,
+                     "status": git_status("feature", "origin/feature")}
+    return check
+
+
+def check_git_clone_pull(who):
+    def check(o, sdk, envd_version):
+        assert o == {
+            # clone --branch feature --single-branch: that branch, tracking origin.
+            "cloned": git_status("feature", "origin/feature"), "branches": ["feature"],
+            "pulledLog": "second commit\nfirst commit\n", "pulledFile": "second\n",
+            "after": git_status("feature", "origin/feature"),
+        }
+    return check
+
+
+def check_git_error_not_a_repository(o, sdk, envd_version):
+    assert (o["errorClass"], o["exitCode"]) == (GIT_ERRORS[sdk]["exit"], 128), o
+    # "(or any of the parent directories): .git", or "(or any parent up to
+    # mount point …)" where the file system ends first (a chroot, a mount).
+    assert len(o["gitFatal"]) == 1 and o["gitFatal"][0].startswith("fatal: not a git repository ("), o
+
+
+def check_git_error_push_without_upstream(o, sdk, envd_version):
+    assert o["errorClass"] == GIT_ERRORS[sdk]["upstream"], o
+    assert o["message"].startswith("Git push failed because no upstream branch is configured."), o
+    # Python raises it from git's CommandExitException, whose stderr is git's
+    # own words; the JS SDK drops them (a new error, no cause).
+    want = ["fatal: The current branch local-only has no upstream branch."] if sdk == "py" else []
+    assert (o["exitCode"], o["gitFatal"]) == (None, want), o
+
+
+def check_git_error_clone_missing(o, sdk, envd_version):
+    assert (o["errorClass"], o["exitCode"]) == (GIT_ERRORS[sdk]["exit"], 128), o
+    assert o["gitFatal"] == ["fatal: '/home/user/git/missing.git' does not appear to be a git repository",
+                             "fatal: Could not read from remote repository."], o
+
+
+GIT_CHECKS = {
+    **{f"{step.__name__[len('check_'):]}_{who}": step(who) for who in GIT_HOMES
+       for step in (check_git_init, check_git_commit, check_git_push, check_git_clone_pull)},
+    "git_error_not_a_repository": check_git_error_not_a_repository,
+    "git_error_push_without_upstream": check_git_error_push_without_upstream,
+    "git_error_clone_missing": check_git_error_clone_missing,
+}
+
+
+# envd's E2B volumes (probe_envd_volumes.py): /init with volumeMounts makes
+# envd run `mount -t nfs` with its own options. NFS_MOUNT_OPTIONS is envd's
+# nfsOptions (internal/api/init.go at the pinned tag) behind "fg,hard,".
+NFS_MOUNT_OPTIONS = ("fg,hard,sync,rsize=1048576,wsize=1048576,mountproto=tcp,mountport=2049,proto=tcp,port=2049,"
+                     "nfsvers=3,noacl,noac,lookupcache=none")
+
+
+def check_envd_volume_mount(o, sdk, envd_version):
+    # Nothing serves the volume, so /init fails, naming envd's own command.
+    assert o["status"] == 400, o
+    assert (f"failed to setup NFS volumes: failed to mount NFS at \"/mnt/e2b-volume\": `mount -v -t nfs -o "
+            f"{NFS_MOUNT_OPTIONS} 127.0.0.1:/e2b-volume /mnt/e2b-volume` failed") in o["body"], o
+    # mount(8) handed the mount to the image's mount.nfs (nfs-common), which
+    # speaks for itself; without it: "unknown filesystem type 'nfs'".
+    assert "\nmount.nfs: " in o["body"], o
+    assert "unknown filesystem type" not in o["body"], o
+
+
+VOLUME_CHECKS = {"envd_volume_mount": check_envd_volume_mount}

@@ -11,36 +11,20 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { Sandbox, CommandExitError, TimeoutError, FilesystemEventType } from 'e2b'
+import { ENVD, TOKEN, errName, postInit, asControlPlaneGives, report } from './sdk_session.mjs'
 
-const ENVD = 'http://localhost:49983'
-const TOKEN = process.env.E2B_SDK_TOKEN
 const HOME = '/home/user'
 
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex')
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 // The same deterministic bytes test_sdk_rt.py computes: b[i] = (31*i + 7) % 251.
 const pattern = (n) => { const b = new Uint8Array(n); for (let i = 0; i < n; i++) b[i] = (31 * i + 7) % 251; return b }
-const errName = (e) => (e && e.constructor ? e.constructor.name : String(e))
 
 async function until(check, ms = 10000) {
   const end = Date.now() + ms
   while (Date.now() < end) { if (await check()) return true; await sleep(50) }
   return false
 }
-
-async function postInit(body) {
-  const r = await fetch(`${ENVD}/init`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
-  return { status: r.status, version: r.headers.get('x-envd-version') }
-}
-
-// In debug mode Sandbox.create() returns a sandbox with no access token and
-// the version "99.99.99" (ENVD_DEBUG_FALLBACK): both normally come from the
-// control plane's create/connect answer, which debug mode skips. This builds
-// the sandbox object exactly as Sandbox.connect() does from that answer
-// (the SDK's own constructor, unmodified), with the token the pool gave
-// /init and the version envd itself announced.
-const asControlPlaneGives = (envdVersion) =>
-  new Sandbox({ debug: true, sandboxId: 'debug_sandbox_id', envdVersion, envdAccessToken: TOKEN })
 
 let plain, sbx, envdVersion
 const cases = {}
@@ -228,8 +212,4 @@ cases.get_host = async () => {
   return { host, status, body }
 }
 
-for (const [name, run] of Object.entries(cases)) {
-  let obs
-  try { obs = await run() } catch (e) { obs = { error: String(e && e.stack ? e.stack : e) } }
-  console.log(`CASE ${name} ${JSON.stringify(obs)}`)
-}
+await report(cases)

@@ -6,22 +6,17 @@ same observation keys, one line per case (CASE <name> <json>); the expected
 values live in test_sdk_rt.py. Env: E2B_SDK_TOKEN (sha512 in MMDS),
 E2B_SDK_USER_SERVER (user_server.sh, the user's server for get_host)."""
 import hashlib
-import json
 import os
 import threading
 import time
-import traceback
 import urllib.parse
 
 import httpx
-from packaging.version import Version
 
 from e2b import CommandExitException, FilesystemEventType, Sandbox, TimeoutException
-from e2b.connection_config import ConnectionConfig
 from e2b.sandbox.commands.command_handle import PtySize
+from sdk_session import ENVD, TOKEN, as_control_plane_gives, post_init, report
 
-ENVD = "http://localhost:49983"
-TOKEN = os.environ["E2B_SDK_TOKEN"]
 HOME = "/home/user"
 
 
@@ -43,20 +38,6 @@ def until(check, seconds=10.0) -> bool:
     return False
 
 
-def as_control_plane_gives(envd_version: str) -> Sandbox:
-    """In debug mode Sandbox.create() has no access token and the version
-    ENVD_DEBUG_FALLBACK: both normally come from the control plane's answer,
-    which debug mode skips. This builds the sandbox exactly as
-    Sandbox._cls_create does from that answer (the SDK's own constructor and
-    headers, unmodified), with the token the pool gave /init and the version
-    envd itself announced."""
-    headers = {"X-Access-Token": TOKEN, "E2b-Sandbox-Id": "debug_sandbox_id",
-               "E2b-Sandbox-Port": str(ConnectionConfig.envd_port)}
-    return Sandbox(sandbox_id="debug_sandbox_id", sandbox_domain=None, envd_version=Version(envd_version),
-                   envd_access_token=TOKEN, traffic_access_token=None,
-                   connection_config=ConnectionConfig(debug=True, extra_sandbox_headers=headers))
-
-
 state = {}
 cases = {}
 
@@ -76,9 +57,8 @@ def debug_create():
 
 @case
 def init_token():
-    wrong = httpx.post(f"{ENVD}/init", json={"accessToken": "not-the-token"})
-    init = httpx.post(f"{ENVD}/init", json={"accessToken": TOKEN, "envVars": {"SDK_INIT_VAR": "from-init"},
-                                            "defaultUser": "user"})
+    wrong = post_init({"accessToken": "not-the-token"})
+    init = post_init({"accessToken": TOKEN, "envVars": {"SDK_INIT_VAR": "from-init"}, "defaultUser": "user"})
     state["version"] = init.headers.get("x-envd-version")
     sbx = state["sbx"] = as_control_plane_gives(state["version"])
     unauth = httpx.get(f"{ENVD}/envs").status_code
@@ -308,9 +288,4 @@ def get_host():
     return {"host": host, "status": got.get("status"), "body": got.get("body")}
 
 
-for name, run in cases.items():
-    try:
-        obs = run()
-    except Exception:  # noqa: BLE001 - reported, and failed by test_sdk_rt.py
-        obs = {"error": traceback.format_exc()}
-    print(f"CASE {name} {json.dumps(obs)}", flush=True)
+report(cases)

@@ -17,7 +17,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import testimages  # noqa: E402
-from harness import BUILD  # noqa: E402
+from harness import BUILD, require_root  # noqa: E402
 
 NPM_SRC = HERE / "npm"                 # package.json (exact versions) + package-lock.json (integrity)
 NPM_DIR = BUILD / "npm-e2b"
@@ -28,9 +28,9 @@ STACK = HERE / "sdk_stack.sh"
 # these bound a hang.
 STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 600}
 
-# Where the probes' files are; the JS ones are copied next to node_modules so
-# that `import 'e2b'` resolves to build/npm-e2b.
-JS_PROBES = ("probe_e2b.mjs", "probe_ci.mjs")
+# Where the probes' files are; the JS ones (and their shared module) are
+# copied next to node_modules so that `import 'e2b'` resolves to build/npm-e2b.
+JS_PROBES = ("sdk_session.mjs", "probe_e2b.mjs", "probe_git.mjs", "probe_ci.mjs")
 
 
 def _sha256(path: pathlib.Path) -> str:
@@ -157,3 +157,35 @@ class StackRun:
         assert obs is not None, f"no CASE {name} (exit {self.returncode}):\n{self.output[-6000:]}"
         assert "error" not in obs, f"{name}: {obs['error']}\n--- stack\n{self.output[-3000:]}"
         return obs
+
+
+def probe_run(sdk: str, probe: str, tree_path: pathlib.Path, work: pathlib.Path) -> StackRun:
+    """One e2b-rt stack run of PROBE (probe_e2b, probe_git) for SDK: js runs
+    PROBE.mjs with node next to build/npm-e2b's node_modules, py runs PROBE.py
+    with build/py-sdk's python."""
+    if sdk == "js":
+        return StackRun("e2b-rt", tree_path, work, ["node", f"{probe}.mjs"], cwd=npm_sdk())
+    return StackRun("e2b-rt", tree_path, work, [py_sdk(), HERE / f"{probe}.py"])
+
+
+@pytest.fixture(scope="module")
+def rt_tree():
+    """The e2b-rt tree (tree()); test modules import this fixture by name."""
+    require_root()
+    return tree("e2b-rt")
+
+
+def rt_probe_fixture(probe: str):
+    """A module fixture for tests parametrized indirectly by SDK ("js",
+    "py"): (sdk, the e2b-rt stack run of PROBE for it), made on first use and
+    then shared. One run per SDK: /init sets a token, so they must not share
+    an envd."""
+    runs = {}
+
+    @pytest.fixture(scope="module")
+    def fixture(request, rt_tree, tmp_path_factory):
+        sdk = request.param
+        if sdk not in runs:
+            runs[sdk] = probe_run(sdk, probe, rt_tree, tmp_path_factory.mktemp(f"{probe}-{sdk}"))
+        return sdk, runs[sdk]
+    return fixture

@@ -60,7 +60,7 @@ wait_for 10 curl -sf -X PUT -H 'X-metadata-token-ttl-seconds: 60' http://169.254
 	|| fail "mmds-serve did not answer on 169.254.169.254:80"
 
 # The tree gets what systemd gives the guest: /proc, /dev (+ /dev/shm), a
-# fresh /run, /tmp and /home (with user's home). Nothing is written into
+# fresh /run, /tmp, /home (with user's home), /root and /mnt. Nothing is written into
 # TREE itself: every writable place is a tmpfs of this namespace.
 mount -t proc proc "$tree/proc" || fail "mount proc"
 mount --bind /dev "$tree/dev" || fail "bind /dev"
@@ -72,6 +72,10 @@ mount --bind "$tree/dev/pts/ptmx" "$tree/dev/ptmx" || fail "bind ptmx"
 mount -t tmpfs -o mode=0755 tmpfs "$tree/run"
 mount -t tmpfs -o mode=1777 tmpfs "$tree/tmp"
 mount -t tmpfs -o mode=0755 tmpfs "$tree/home"
+# root's home too: commands run as root write there (git config --global);
+# and /mnt, where envd makes the mount points of /init's volumeMounts.
+mount -t tmpfs -o mode=0700 tmpfs "$tree/root"
+mount -t tmpfs -o mode=0755 tmpfs "$tree/mnt"
 mkdir -m 0700 "$tree/home/user" && chown 1000:1000 "$tree/home/user"
 
 # envd as envd.service runs it: root, ExecStart=/usr/local/bin/envd, the

@@ -9,36 +9,18 @@ for both SDKs.
 
 Tree: $E2B_SDK_RT_TREE, or the session's e2b-rt build (testimages)."""
 import json
-import pathlib
 import subprocess
 
 import pytest
 
-from harness import require_root
 from expectations import CHECKS
-from sdk_helpers import NPM_SRC, StackRun, npm_sdk, npm_version, pinned_py, py_sdk, tree
-
-@pytest.fixture(scope="module")
-def rt_tree():
-    require_root()
-    return tree("e2b-rt")
+from sdk_helpers import (  # noqa: F401  (rt_tree is a fixture, used by name)
+    NPM_SRC, npm_sdk, npm_version, pinned_py, py_sdk, rt_probe_fixture, rt_tree,
+)
 
 
-_runs = {}
-
-
-@pytest.fixture(scope="module")
-def run(request, rt_tree, tmp_path_factory):
-    """The stack run for the test's SDK (made on first use, then shared)."""
-    sdk = request.param
-    if sdk not in _runs:
-        work = tmp_path_factory.mktemp(f"sdk-{sdk}")
-        if sdk == "js":
-            probe, cwd = ["node", "probe_e2b.mjs"], npm_sdk()
-        else:
-            probe, cwd = [py_sdk(), pathlib.Path(__file__).resolve().parent / "probe_e2b.py"], None
-        _runs[sdk] = StackRun("e2b-rt", rt_tree, work, probe, cwd=cwd)
-    return sdk, _runs[sdk]
+# The stack run of probe_e2b for the test's SDK.
+run = rt_probe_fixture("probe_e2b")
 
 
 @pytest.mark.parametrize("name", list(CHECKS))
