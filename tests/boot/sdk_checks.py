@@ -1,7 +1,7 @@
 """What the boot must show of E2B's real SDKs driving the guest from the
 host (tests/boot/sdk_host.py): every case of tests/sdk's probes, judged by
 the same expectations as the namespace layer (tests/sdk/expectations.py),
-one check each (sdk_js_commands_run, sdk_py-ci_ci_chart, ...). Merged into
+one check each (sdk_js_commands_run, sdk_py-ci_ci_chart, sdk_js-git_git_push_user, ...). Merged into
 checks.py's table for the variants that run them (Variant.sdk)."""
 from __future__ import annotations
 
@@ -59,9 +59,10 @@ def start_state(res):
 
 def _table() -> dict:
     table = {"sdk_start_state": start_state}
+    tables = {"ci": {n: _equals(w) for n, w in expectations.CI_EXPECTED.items()},
+              "git": expectations.GIT_CHECKS, "": expectations.CHECKS}
     for probe in PROBES:
-        judges = ({n: _equals(w) for n, w in expectations.CI_EXPECTED.items()} if probe.endswith("-ci")
-                  else expectations.CHECKS)
+        judges = tables[probe.partition("-")[2]]
         table[f"sdk_{probe}_complete"] = _complete(probe, list(judges))
         for name, judge in judges.items():
             table[f"sdk_{probe}_{name}"] = _case(probe, name, judge)

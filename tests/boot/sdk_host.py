@@ -36,14 +36,16 @@ FORWARDS = {49983: 15983, 49999: 15999, 3000: 13000}
 # token (guest/sdk-reset.sh): each probe starts from there, as in the namespace
 # layer, where each has an envd of its own.
 RESET_PORT = 15900
-# In this order: the code interpreter's probes first, while envd has no
-# access token (the server passes the caller's token to envd's /envs, and the
-# SDKs in debug mode have none); then the e2b probes, which /init one.
+# Each starts from a clone without an access token (reset_guest). The code
+# interpreter's never set one (the server passes the caller's token to envd's
+# /envs, and the SDKs in debug mode have none); the e2b and git probes /init one.
 PROBES = {  # name -> (the probe's command, whether it runs from the npm prefix)
     "js-ci": (["node", "probe_ci.mjs"], True),
     "py-ci": (["PYSDK", str(SDK_DIR / "probe_ci.py")], False),
     "js": (["node", "probe_e2b.mjs"], True),
     "py": (["PYSDK", str(SDK_DIR / "probe_e2b.py")], False),
+    "js-git": (["node", "probe_git.mjs"], True),
+    "py-git": (["PYSDK", str(SDK_DIR / "probe_git.py")], False),
 }
 PROBE_TIMEOUT = 1200  # s, per probe, under TCG
 
