@@ -1,7 +1,8 @@
 /* vsock-relay: the guest's relays into loopback (see relay/README.md).
  *
- *   vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS]
- *   vsock-relay --to-port PORT [--max-connections N]
+ *   vsock-relay [--guarded PORTS] [--max-connections N] [--idle-evict-after SEC]
+ *               [--handshake-timeout MS]
+ *   vsock-relay --to-port PORT [--max-connections N] [--idle-evict-after SEC]
  *
  * Socket-activated (LISTEN_FDS): systemd listens on vsock port 10000
  * (units/vsock-relay.socket) and passes the socket; the code itself is
@@ -29,13 +30,16 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: vsock-relay [--guarded PORTS] [--max-connections N] [--handshake-timeout MS] [-v]\n"
-		"       vsock-relay --to-port PORT [--max-connections N] [-v]\n"
+		"usage: vsock-relay [--guarded PORTS] [--max-connections N] [--idle-evict-after SEC]\n"
+		"                   [--handshake-timeout MS] [-v]\n"
+		"       vsock-relay --to-port PORT [--max-connections N] [--idle-evict-after SEC] [-v]\n"
 		"  Socket-activated (LISTEN_FDS). Each connection's first line is \"CONNECT <port>\\n\";\n"
 		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"ERR <why>\\n\" and closes.\n"
 		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy\n"
 		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARD_DEFAULT_PORTS ")\n"
 		"  --max-connections N      concurrent connections, handshakes included (default 256)\n"
+		"  --idle-evict-after SEC   at the limit, a new connection closes the relayed connection idle\n"
+		"                           the longest if no byte moved for SEC seconds (default 30; 0: never)\n"
 		"  --handshake-timeout MS   time for the CONNECT line and the loopback connect (default 10000)\n");
 }
 
@@ -91,7 +95,9 @@ static int run(struct relay *relay)
 	struct epoll_event events[64];
 
 	for (;;) {
-		int timeout = relay_expire(relay, relay_now_ms());
+		int timeout, r = relay_expire(relay, relay_now_ms(), &timeout);
+		if (r < 0)
+			return r;
 		int n = epoll_wait(relay->epfd, events, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -100,7 +106,7 @@ static int run(struct relay *relay)
 		}
 		for (int i = 0; i < n; i++) {
 			struct io_handler *h = events[i].data.ptr;
-			int r = h->on_events(h, events[i].events);
+			r = h->on_events(h, events[i].events);
 			if (r < 0)
 				return r;
 		}
@@ -115,11 +121,12 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "handshake-timeout", required_argument, NULL, 't' },
 		{ "to-port", required_argument, NULL, 'p' },
+		{ "idle-evict-after", required_argument, NULL, 'i' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct relay relay = { .max_connections = 256, .handshake_timeout_ms = 10000 };
+	struct relay relay = { .max_connections = 256, .handshake_timeout_ms = 10000, .idle_evict_ms = 30000 };
 	struct relay_listener listeners[MAX_LISTENERS];
 	const char *guarded = NULL;
 	int fds[MAX_LISTENERS];
@@ -145,6 +152,13 @@ int main(int argc, char **argv)
 			if (parse_uint("--to-port", optarg, 1, 65535, &port) < 0)
 				return 2;
 			relay.fixed_port = (uint16_t)port;
+			break;
+		}
+		case 'i': {
+			unsigned sec;
+			if (parse_uint("--idle-evict-after", optarg, 0, 86400, &sec) < 0)
+				return 2;
+			relay.idle_evict_ms = (uint64_t)sec * 1000u;
 			break;
 		}
 		case 'v':

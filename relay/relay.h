@@ -25,6 +25,7 @@ struct relay {
 	unsigned max_connections;
 	unsigned active;                 /* handshaking, connecting or bridged */
 	unsigned handshake_timeout_ms;
+	uint64_t idle_evict_ms;          /* at the limit, a bridge idle this long may go; 0: never */
 	uint16_t fixed_port;             /* --to-port: no CONNECT line, always this port */
 	struct session *pending;         /* handshaking or connecting, oldest first */
 	struct relay_listener *listeners;
@@ -36,10 +37,13 @@ struct relay {
 /* Accepts what is waiting on listener fd (non-blocking) and starts sessions. */
 int relay_accept(struct relay *relay, int listener);
 
-/* Closes handshakes older than the timeout; ms until the next one, -1 if none. */
-int relay_expire(struct relay *relay, uint64_t now_ms);
+/* Closes handshakes older than the timeout and updates the listeners;
+ * *timeout_ms: ms until the next deadline (a handshake's, or a full relay's
+ * longest-idle bridge becoming evictable), -1 if none. 0 or -errno. */
+int relay_expire(struct relay *relay, uint64_t now_ms, int *timeout_ms);
 
-/* Stops or resumes accepting as the count crosses the limit. */
+/* Accepts while under the limit, or at it while the longest-idle bridge may
+ * be evicted; stops reading the listeners otherwise. */
 int relay_update_listeners(struct relay *relay);
 
 uint64_t relay_now_ms(void);

@@ -237,29 +237,57 @@ static int on_session_events(struct io_handler *handler, uint32_t events)
 	return 0;
 }
 
+/* Room for one more connection: under the limit, or at it with a bridge
+ * idle long enough to be evicted (checked before accept, evicted after, so
+ * an empty backlog never costs a bridge). */
+static bool has_room(const struct relay *relay, uint64_t now_ms)
+{
+	uint64_t oldest;
+
+	if (relay->active < relay->max_connections)
+		return true;
+	if (!relay->idle_evict_ms)
+		return false;
+	oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+	return oldest != UINT64_MAX && now_ms >= oldest && now_ms - oldest >= relay->idle_evict_ms;
+}
+
+static void make_room(struct relay *relay, uint64_t now_ms)
+{
+	uint64_t oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+
+	if (relay->active <= relay->max_connections)
+		return;
+	if (bridge_set_evict_idle(&relay->bridges, now_ms, relay->idle_evict_ms))
+		log_notice("connection limit %u reached: closed the relayed connection idle the longest (%llu ms)",
+			   relay->max_connections, (unsigned long long)(now_ms - oldest));
+}
+
 int relay_accept(struct relay *relay, int listener)
 {
-	while (relay->active < relay->max_connections) {
+	while (has_room(relay, relay_now_ms())) {
 		int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-				return 0;
+				break;
 			if (errno == ECONNABORTED || errno == EPROTO)
 				continue;
 			/* EMFILE and friends: stop until a connection ends. */
 			log_warning("accept: %s", strerror(errno));
-			return 0;
+			break;
 		}
 		struct session *s = calloc(1, sizeof(*s));
 		if (!s) {
 			close(fd);
 			return -ENOMEM;
 		}
+		uint64_t now = relay_now_ms();
 		*s = (struct session){ .handler.on_events = on_session_events, .relay = relay,
 				       .client = fd, .target = -1,
-				       .deadline_ms = relay_now_ms() + relay->handshake_timeout_ms };
+				       .deadline_ms = now + relay->handshake_timeout_ms };
 		peer_name(fd, s->peer, sizeof(s->peer));
 		relay->active++;
+		make_room(relay, now);
 		/* Append: the list stays in deadline order. */
 		struct session **tail = &relay->pending;
 		while (*tail)
@@ -278,8 +306,10 @@ int relay_accept(struct relay *relay, int listener)
 	return relay_update_listeners(relay);
 }
 
-int relay_expire(struct relay *relay, uint64_t now_ms)
+int relay_expire(struct relay *relay, uint64_t now_ms, int *timeout_ms)
 {
+	uint64_t next = UINT64_MAX, oldest;
+
 	while (relay->pending && relay->pending->deadline_ms <= now_ms) {
 		struct session *s = relay->pending;
 		if (s->connecting)
@@ -287,12 +317,26 @@ int relay_expire(struct relay *relay, uint64_t now_ms)
 		else
 			refuse(s, "no complete CONNECT line within %u ms", relay->handshake_timeout_ms);
 	}
-	return relay->pending ? (int)(relay->pending->deadline_ms - now_ms) : -1;
+	int r = relay_update_listeners(relay);
+	if (r < 0)
+		return r;
+	if (relay->pending)
+		next = relay->pending->deadline_ms;
+	/* Full and not accepting: wake when the longest-idle bridge may go. */
+	oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+	if (!relay->listening && relay->idle_evict_ms && oldest != UINT64_MAX &&
+	    oldest + relay->idle_evict_ms < next)
+		next = oldest + relay->idle_evict_ms;
+	if (next == UINT64_MAX)
+		*timeout_ms = -1;
+	else
+		*timeout_ms = next <= now_ms ? 0 : (int)(next - now_ms > INT32_MAX ? INT32_MAX : next - now_ms);
+	return 0;
 }
 
 int relay_update_listeners(struct relay *relay)
 {
-	int want = relay->active < relay->max_connections;
+	int want = has_room(relay, relay_now_ms());
 
 	if (want == relay->listening)
 		return 0;

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from harness import recv_to_eof
 from relay_helpers import LoopbackServer, activated, exchange
 
 
@@ -152,3 +153,41 @@ def test_fixed_relay_no_line_no_policy(relay, server):
 def test_fixed_relay_refuses_guarded_option(tools):
     cp = tools.run("vsock-relay", "--to-port", "49983", "--guarded", "8888")
     assert cp.returncode == 2 and "--guarded applies to the CONNECT relay" in cp.stderr
+
+
+@pytest.mark.parametrize("kind", ["fixed", "dynamic"])
+def test_full_relay_evicts_the_longest_idle_bridge(relay, server, kind):
+    """N+1 clients send half a request ("GET / HTTP/1.1\\r\\n", as a stalled
+    client would to envd, which keeps such a connection for minutes) and stop;
+    the limit is N. Once they have been idle for --idle-evict-after, a fresh
+    client's request is answered within a second: the relay closes the
+    longest-idle bridge for it. Before the fix the relay stopped accepting at
+    the limit and never dropped an idle bridge, so /health went unanswered."""
+    srv, limit = server(), 4
+    args = ["--max-connections", str(limit), "--idle-evict-after", "1"]
+    port = relay("--to-port", str(srv.port), *args) if kind == "fixed" else relay(*args)
+    line = b"" if kind == "fixed" else f"CONNECT {srv.port}\n".encode()
+    held = []
+    try:
+        for _ in range(limit + 1):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(line + b"GET / HTTP/1.1\r\n")
+            held.append(s)
+        time.sleep(1.5)  # every bridge idle longer than --idle-evict-after
+        t0 = time.monotonic()
+        out = exchange(port, line + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", timeout=5, half_close=False)
+        took = time.monotonic() - t0
+        assert out.startswith((b"" if kind == "fixed" else b"OK\n") + b"HTTP/1.1 200 OK\r\n"), out
+        assert took < 1.0, f"answered after {took:.2f} s"
+        closed = 0
+        for s in held:  # the longest idle were closed to make room
+            s.settimeout(0.2)
+            try:
+                recv_to_eof(s, reset_is_eof=True)
+                closed += 1
+            except socket.timeout:
+                pass
+        assert closed >= 1, "no held connection was closed"
+    finally:
+        for s in held:
+            s.close()
