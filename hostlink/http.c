@@ -152,9 +152,14 @@ int http_exchange(int fd, const char *method, const char *path, const char *body
 		     "Connection: close\r\n%s\r\n", method, path, length);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -ENAMETOOLONG;
-	r = io_send_all(fd, head, (size_t)n);
+	r = io_send_all(fd, head, (size_t)n, deadline);
 	if (r == 0 && body)
-		r = io_send_all(fd, body, body_len);
+		r = io_send_all(fd, body, body_len, deadline);
+	if (r == -ETIMEDOUT) {
+		snprintf(why, why_len, "sending %s %s: not taken within %d ms (the guest stopped reading)", method, path,
+			 timeout_ms);
+		return r;
+	}
 	if (r < 0) {
 		snprintf(why, why_len, "sending %s %s: %s", method, path, strerror(-r));
 		return r;

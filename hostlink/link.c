@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/vm_sockets.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,25 +39,11 @@ const char *link_name(const struct link *link)
 	return name;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline)
-{
-	struct pollfd p = { .fd = fd, .events = events };
+/* EAGAIN from a unix connect: the VMM's listen backlog is full. The
+ * connection was not queued; try again every few ms until the deadline. */
+#define BACKLOG_RETRY_MS 10
 
-	for (;;) {
-		int64_t left = deadline - io_now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		int r = poll(&p, 1, (int)left);
-		if (r > 0)
-			return 0;
-		if (r == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-static int connect_transport(const struct link *link, uint32_t vport, int64_t deadline)
+static int connect_once(const struct link *link, uint32_t vport, int64_t deadline)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	struct sockaddr_vm vm = { .svm_family = AF_VSOCK, .svm_cid = link->cid, .svm_port = vport };
@@ -71,9 +58,11 @@ static int connect_transport(const struct link *link, uint32_t vport, int64_t de
 		return -errno;
 	memcpy(un.sun_path, link->path, strlen(link->path));
 	if (connect(fd, sa, sl) < 0) {
-		if (errno != EINPROGRESS && errno != EAGAIN)
+		if (errno == EAGAIN && link->kind == LINK_UDS)
+			return -EAGAIN;
+		if (errno != EINPROGRESS)
 			return -errno;
-		r = wait_fd(fd, POLLOUT, deadline);
+		r = io_wait(fd, POLLOUT, deadline);
 		if (r < 0)
 			return r;
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
@@ -86,6 +75,21 @@ static int connect_transport(const struct link *link, uint32_t vport, int64_t de
 	return TAKE_FD(fd);
 }
 
+static int connect_transport(const struct link *link, uint32_t vport, int64_t deadline, bool *backlog_full)
+{
+	for (;;) {
+		int fd = connect_once(link, vport, deadline);
+		if (fd != -EAGAIN)
+			return fd;
+		*backlog_full = true;
+		int64_t left = deadline - io_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct timespec pause = { 0, (left < BACKLOG_RETRY_MS ? left : BACKLOG_RETRY_MS) * 1000000L };
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* One reply line, byte by byte: nothing after the '\n' is consumed, so the
  * guest's first bytes stay in the socket for whoever reads next. */
 static int read_line(int fd, char *line, size_t max, int64_t deadline)
@@ -93,7 +97,7 @@ static int read_line(int fd, char *line, size_t max, int64_t deadline)
 	size_t n = 0;
 
 	while (n < max) {
-		int r = wait_fd(fd, POLLIN, deadline);
+		int r = io_wait(fd, POLLIN, deadline);
 		if (r < 0)
 			return r;
 		ssize_t got = recv(fd, line + n, 1, 0);
@@ -119,7 +123,7 @@ static int exchange(int fd, uint32_t port, int want_number, int64_t deadline, ch
 
 	if (n < 0)
 		return n;
-	r = io_send_all(fd, line, (size_t)n);
+	r = io_send_all(fd, line, (size_t)n, deadline);
 	if (r < 0)
 		return r;
 	n = read_line(fd, line, sizeof(line), deadline);
@@ -131,14 +135,16 @@ static int exchange(int fd, uint32_t port, int want_number, int64_t deadline, ch
 int link_open(const struct link *link, uint32_t vport, char *why, size_t why_len)
 {
 	int64_t deadline = io_now_ms() + link->timeout_ms;
-	_cleanup_close_ int fd = connect_transport(link, vport, deadline);
+	bool backlog_full = false;
+	_cleanup_close_ int fd = connect_transport(link, vport, deadline, &backlog_full);
 	int r;
 
 	if (fd == -ENOENT || (fd == -ECONNREFUSED && link->kind == LINK_UDS))
 		return fail(fd, why, why_len, "%s: %s (is the VM running, with its vsock device at this path?)",
 			    link->kind == LINK_UDS ? "no such socket" : "cannot connect", strerror(-fd));
 	if (fd == -ETIMEDOUT)
-		return fail(fd, why, why_len, "vsock port %u: connect timed out after %d ms", vport, link->timeout_ms);
+		return fail(fd, why, why_len, "vsock port %u: connect timed out after %d ms%s", vport, link->timeout_ms,
+			    backlog_full ? " (the VMM's socket kept its listen backlog full)" : "");
 	if (fd < 0 && link->kind == LINK_CID)
 		return fail(fd, why, why_len, "vsock port %u: %s%s", vport, strerror(-fd),
 			    fd == -ECONNRESET || fd == -ECONNREFUSED ? " (nothing listens on that guest port)" : "");

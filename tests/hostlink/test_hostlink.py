@@ -192,6 +192,81 @@ def test_handshake_timeout(tools, tmp_path):
     assert f"port {CONTROL} (mmds control): vsock port {CONTROL}: no handshake answer within 1000 ms" in cp.stderr
 
 
+def test_mmds_put_to_a_guest_that_stops_reading_times_out(tools, tmp_path):
+    """--timeout bounds sends too: a 2 MiB document to a guest that accepts
+    and never reads fails after about 2 s (it blocked for good before)."""
+    sink = unanswering_socket(tmp_path / "sink.sock")
+    doc = '{"k": "' + "x" * (2 << 20) + '"}'
+    try:
+        with fake_vmm(tmp_path / "v.sock", {CONTROL: f"unix:{tmp_path / 'sink.sock'}"}) as uds:
+            t0 = time.monotonic()
+            cp = hostlink(tools, uds, "--timeout", "2", "mmds", "put", input=doc, timeout=15)
+            took = time.monotonic() - t0
+    finally:
+        sink.close()
+    assert cp.returncode == 1, cp.stderr
+    assert f"{uds} port {CONTROL} (mmds control): PUT /mmds: sending PUT /mmds: not taken within 2000 ms" \
+        in cp.stderr, cp.stderr
+    assert 1.5 < took < 8, took
+
+
+def full_backlog(path):
+    """A unix listener with backlog 0 and one connection queued: the next
+    non-blocking connect gets EAGAIN, as with a VMM whose backlog is full."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(0)
+    filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    filler.connect(str(path))
+    return srv, filler
+
+
+def test_full_vmm_backlog_is_retried_within_the_timeout(tools, tmp_path):
+    """EAGAIN from connect (the VMM's listen backlog full) is retried until
+    --timeout; once the backlog has room the command goes through. It failed
+    at once with "Transport endpoint is not connected" before."""
+    srv, filler = full_backlog(tmp_path / "v.sock")
+    proc = subprocess.Popen([tools.path("e2b-hostlink"), "--uds", str(tmp_path / "v.sock"), "--timeout", "10",
+                             "mmds", "get"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        srv.accept()[0].close()  # the filler's turn: now there is room
+        srv.settimeout(5)
+        conn, _ = srv.accept()   # e2b-hostlink's retry
+        with conn:
+            conn.settimeout(5)
+            got = b""
+            while not got.endswith(b"\n"):
+                got += conn.recv(1)
+            assert got == f"CONNECT {CONTROL}\n".encode()
+            conn.sendall(b"OK 1073741825\n")
+            while b"\r\n\r\n" not in got:
+                got += conn.recv(4096)
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\n{"a":1}')
+        out, err = proc.communicate(timeout=10)
+    finally:
+        stop_process(proc)
+        srv.close()
+        filler.close()
+    assert_no_sanitizer_report(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    assert proc.returncode == 0 and json.loads(out) == {"a": 1}, err
+
+
+def test_full_vmm_backlog_that_stays_full_times_out(tools, tmp_path):
+    srv, filler = full_backlog(tmp_path / "v.sock")
+    try:
+        t0 = time.monotonic()
+        cp = tools.run("e2b-hostlink", "--uds", tmp_path / "v.sock", "--timeout", "1", "mmds", "get")
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+        filler.close()
+    assert cp.returncode == 1 and took >= 0.9, (took, cp.stderr)
+    assert (f"port {CONTROL} (mmds control): vsock port {CONTROL}: connect timed out after 1000 ms "
+            "(the VMM's socket kept its listen backlog full)") in cp.stderr, cp.stderr
+
+
 def test_cid_transport_names_cid_and_port(tools):
     """This host has no vsock transport to a guest: the failure must still say
     which CID and port it tried."""
