@@ -16,9 +16,9 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
-from harness import assert_no_sanitizer_report, free_port, stop_process  # noqa: E402
+from harness import assert_no_sanitizer_report, free_port, recv_to_eof, stop_process  # noqa: E402
 from hostlink_helpers import envd_standin, fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
-from relay_helpers import LoopbackServer, activated, exchange, vsock_ports  # noqa: E402
+from relay_helpers import LoopbackServer, activated, exchange, vsock_ports, wait_port  # noqa: E402
 
 PORTS = vsock_ports()
 ENVD, CI, RELAY, CONTROL = (PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INTERPRETER"],
@@ -347,6 +347,70 @@ def test_forward_guarded_port_refused_by_the_relay(tools, tmp_path, relay):
     text = log.read_text()
     assert (f"{uds} port 8888: guest port 8888 refused by the relay (vsock port {RELAY}): "
             "port 8888 is refused: Jupyter, which has no token") in text, text
+
+
+def test_forward_keeps_bridging_while_another_handshake_hangs(tools, tmp_path):
+    """The guest side is opened in the event loop: while one client's
+    handshake goes unanswered (a VMM that accepts and says nothing), a bridge
+    already open keeps moving bytes at once, and the hung one ends at
+    --timeout. forward used to connect inside its loop and froze every
+    bridge until the handshake timed out."""
+    vmm = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    vmm.bind(str(tmp_path / "v.sock"))
+    vmm.listen(8)
+    silent, answer = [], threading.Event()
+
+    def serve():  # an echo guest while `answer` is set; otherwise it hangs
+        while True:
+            try:
+                c, _ = vmm.accept()
+            except OSError:
+                return
+            if not answer.is_set():
+                silent.append(c)
+                continue
+            answer.clear()
+            line = b""
+            while not line.endswith(b"\n"):
+                line += c.recv(1)
+            c.sendall(b"OK 1073741825\n")
+            threading.Thread(target=lambda c=c: [c.sendall(d) for d in iter(lambda: c.recv(4096), b"")],
+                             daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    log = tmp_path / "fwd.log"
+    try:
+        with open(log, "w+") as out:
+            port = free_port()
+            proc = subprocess.Popen([tools.path("e2b-hostlink"), "--uds", str(tmp_path / "v.sock"), "--timeout", "3",
+                                     "forward", "--listen", f"127.0.0.1:{port}", str(ENVD)], stdout=out, stderr=out)
+            try:
+                wait_port(port, proc)  # its probe's handshake hangs
+                assert wait_for(lambda: silent, timeout=5), "the probe's handshake never began"
+                answer.set()
+                a = socket.create_connection(("127.0.0.1", port), timeout=5)
+                a.sendall(b"ping1")
+                assert a.recv(16) == b"ping1"
+                silent_before = len(silent)
+                b = socket.create_connection(("127.0.0.1", port), timeout=5)
+                assert wait_for(lambda: len(silent) > silent_before, timeout=5), "the second handshake never began"
+                t0 = time.monotonic()
+                a.sendall(b"ping2")
+                assert a.recv(16) == b"ping2"
+                took = time.monotonic() - t0
+                assert took < 0.5, f"the open bridge stalled {took:.2f} s behind the hung handshake"
+                b.settimeout(10)
+                assert recv_to_eof(b, reset_is_eof=True) == b""  # closed at --timeout
+                a.close()
+                b.close()
+            finally:
+                stop_process(proc)
+    finally:
+        vmm.close()
+        for c in silent:
+            c.close()
+    text = log.read_text()
+    assert f"port {ENVD}: vsock port {ENVD}: no handshake answer within 3000 ms" in text, text
+    assert_no_sanitizer_report(subprocess.CompletedProcess([], 0, "", text))
 
 
 def test_forward_listen_busy(tools, tmp_path):
