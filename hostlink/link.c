@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "text.h"
 #include "vsock_ports.h"
 
 /* EAGAIN from a unix connect: the VMM's listen backlog is full and the
@@ -106,10 +107,16 @@ static int connect_error(struct link_dial *d, int r, char *why, size_t why_len)
 	return fail(r, why, why_len, "%s", strerror(-r));
 }
 
-/* `why` may hold the parser's sentence (EPROTO, ECONNREFUSED). */
+/* The parser's sentence in `why` (EPROTO, ECONNREFUSED) may quote the
+ * guest's bytes: shown escaped. */
+static void quote_inner(const char *why, char *inner, size_t inner_len)
+{
+	text_escape(why, strlen(why), false, inner, inner_len);
+}
+
 static int vsock_error(struct link_dial *d, int r, char *why, size_t why_len)
 {
-	char inner[HANDSHAKE_LINE_MAX];
+	char inner[4 * HANDSHAKE_LINE_MAX];
 
 	if (r == -ECONNRESET)
 		return fail(r, why, why_len, "vsock port %u: handshake refused: the VMM closed the connection "
@@ -118,7 +125,7 @@ static int vsock_error(struct link_dial *d, int r, char *why, size_t why_len)
 		return fail(r, why, why_len, "vsock port %u: no handshake answer within %d ms", d->vport,
 			    d->link->timeout_ms);
 	if (r == -EPROTO || r == -ECONNREFUSED) {
-		snprintf(inner, sizeof(inner), "%s", why);
+		quote_inner(why, inner, sizeof(inner));
 		return fail(-EPROTO, why, why_len, "vsock port %u: bad handshake answer: %s", d->vport, inner);
 	}
 	return fail(r, why, why_len, "vsock port %u: handshake: %s", d->vport, strerror(-r));
@@ -126,10 +133,10 @@ static int vsock_error(struct link_dial *d, int r, char *why, size_t why_len)
 
 static int relay_error(struct link_dial *d, int r, char *why, size_t why_len)
 {
-	char inner[HANDSHAKE_LINE_MAX];
+	char inner[4 * HANDSHAKE_LINE_MAX];
 	unsigned port = d->guest_port, relay = VSOCK_PORT_RELAY;
 
-	snprintf(inner, sizeof(inner), "%s", why);
+	quote_inner(why, inner, sizeof(inner));
 	if (r == -ECONNREFUSED)
 		return fail(r, why, why_len, "guest port %u refused by the relay (vsock port %u): %s", port, relay,
 			    inner);

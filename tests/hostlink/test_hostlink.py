@@ -3,7 +3,9 @@
 TCP or unix sockets), with real parts behind it: mmds-serve's control socket,
 the envd stand-in (tests/envd-standin), and vsock-relay for the dynamic
 relay. Every command and every error; against both builds."""
+import contextlib
 import json
+import os
 import pathlib
 import socket
 import subprocess
@@ -288,6 +290,108 @@ def test_cid_transport_names_cid_and_port(tools):
 def test_usage_errors(tools, args, msg):
     cp = tools.run("e2b-hostlink", *args)
     assert cp.returncode == 2 and msg in cp.stderr, cp.stderr
+
+
+# ------------------------------------------------- guest bytes, escaped ---
+
+EVIL = b"\x1b]0;pwned\x07\x1b[2J\r\nforged: line\xc2\x9b"
+
+
+@pytest.fixture
+def scripted_vmm(tmp_path):
+    """Factory: a VMM socket that answers every CONNECT with REPLY and, after
+    an OK, every request with RESPONSE; a guest that says what it likes."""
+    servers = []
+
+    def start(reply, response=b""):
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = tmp_path / f"v{len(servers)}.sock"
+        srv.bind(str(path))
+        srv.listen(8)
+        servers.append(srv)
+
+        def serve():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                with c, contextlib.suppress(OSError):  # the client may hang up at any point
+                    c.settimeout(5)
+                    got = b""
+                    while not got.endswith(b"\n"):
+                        got += c.recv(1)
+                    c.sendall(reply)
+                    while response and b"\r\n\r\n" not in got:
+                        got += c.recv(65536)
+                    c.sendall(response)
+                    c.shutdown(socket.SHUT_WR)
+                    while c.recv(65536):
+                        pass
+        threading.Thread(target=serve, daemon=True).start()
+        return path
+
+    yield start
+    for srv in servers:
+        srv.close()
+
+
+def http_answer(status, body):
+    return b"HTTP/1.1 %d X\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body)
+
+
+def test_mmds_get_raw_to_a_pipe(tools, scripted_vmm):
+    """A document piped on is data: byte for byte, control characters too."""
+    doc = b'{"t": "' + EVIL + b'"}'
+    uds = scripted_vmm(b"OK 1\n", http_answer(200, doc))
+    cp = tools.run("e2b-hostlink", "--uds", uds, "mmds", "get", text=False)
+    assert cp.returncode == 0 and cp.stdout == doc + b"\n", cp
+
+
+def test_mmds_get_escaped_on_a_terminal(tools, scripted_vmm):
+    """On a terminal the guest's escape sequences are shown, not obeyed."""
+    import pty
+    uds = scripted_vmm(b"OK 1\n", http_answer(200, b'{"t": "' + EVIL + b'"}\n{"next": 2}'))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([tools.path("e2b-hostlink"), "--uds", str(uds), "mmds", "get"], stdout=slave,
+                            stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        err = proc.communicate(timeout=10)[1]
+    finally:
+        stop_process(proc)
+        os.close(master)
+    assert_no_sanitizer_report(subprocess.CompletedProcess(proc.args, proc.returncode, b"", err))
+    assert proc.returncode == 0, err
+    assert b"\x1b" not in out and b"\x07" not in out and b"\xc2\x9b" not in out, out
+    assert b"\\x1b]0;pwned\\x07\\x1b[2J\\x0d" in out and b"\\xc2\\x9b" in out, out
+    assert b'\n{"next": 2}' in out.replace(b"\r\n", b"\n"), out  # the document's own lines stay lines
+
+
+@pytest.mark.parametrize("reply,response,expect", [
+    (b"OK 1\n", http_answer(400, b'{"fault_message": "' + EVIL + b'"}'),
+     b"HTTP 400: {\"fault_message\": \"\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x0aforged: line\\xc2\\x9b\"}"),
+    (b"OK \x1b[31m\n", b"", b"bad handshake answer"),
+    (b"OK 1\n", b"\x1b[31mHELLO\x07\r\n\r\n", b"not an HTTP/1.x answer: '\\x1b[31mHELLO\\x07"),
+], ids=["error-body", "handshake-reply", "http-head"])
+def test_guest_words_in_errors_are_escaped(tools, scripted_vmm, reply, response, expect):
+    """Error bodies and echoed bad replies reach stderr as one line with
+    every control character escaped."""
+    uds = scripted_vmm(reply, response)
+    cp = tools.run("e2b-hostlink", "--uds", uds, "--timeout", "2", "mmds", "get", text=False)
+    assert cp.returncode == 1, cp
+    assert expect in cp.stderr, cp.stderr
+    assert not any(c < 0x20 and c != 0x0a for c in cp.stderr) and b"\x7f" not in cp.stderr, cp.stderr
+    assert cp.stderr.count(b"\n") == 1, cp.stderr
 
 
 # --------------------------------------------------------------- forward ---
