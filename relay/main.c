@@ -1,7 +1,7 @@
 /* vsock-relay: the guest's relays into loopback (see relay/README.md).
  *
- *   vsock-relay [--guarded PORTS] [--max-connections N] [--idle-evict-after SEC]
- *               [--handshake-timeout MS]
+ *   vsock-relay [--guarded PORTS] [--ephemeral-ports auto|off|LO-HI] [--max-connections N]
+ *               [--idle-evict-after SEC] [--handshake-timeout MS]
  *   vsock-relay --to-port PORT [--max-connections N] [--idle-evict-after SEC]
  *
  * Socket-activated (LISTEN_FDS): systemd listens on vsock port 10000
@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "decimal.h"
+#include "fileio.h"
 #include "log.h"
 #include "relay.h"
 
@@ -30,13 +31,16 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: vsock-relay [--guarded PORTS] [--max-connections N] [--idle-evict-after SEC]\n"
-		"                   [--handshake-timeout MS] [-v]\n"
+		"usage: vsock-relay [--guarded PORTS] [--ephemeral-ports auto|off|LO-HI] [--max-connections N]\n"
+		"                   [--idle-evict-after SEC] [--handshake-timeout MS] [-v]\n"
 		"       vsock-relay --to-port PORT [--max-connections N] [--idle-evict-after SEC] [-v]\n"
 		"  Socket-activated (LISTEN_FDS). Each connection's first line is \"CONNECT <port>\\n\";\n"
-		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"ERR <why>\\n\" and closes.\n"
+		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"" RELAY_ERR_LINE_TEXT "\\n\"\n"
+		"  and closes, whatever the reason (it is logged).\n"
 		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy\n"
 		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARD_DEFAULT_PORTS ")\n"
+		"  --ephemeral-ports R      refuse these too: auto (default: the kernel's range, from\n"
+		"                           " RELAY_EPHEMERAL_RANGE_FILE " at start), off, or LO-HI\n"
 		"  --max-connections N      concurrent connections, handshakes included (default 256)\n"
 		"  --idle-evict-after SEC   at the limit, a new connection closes the relayed connection idle\n"
 		"                           the longest if no byte moved for SEC seconds (default 30; 0: never)\n"
@@ -83,6 +87,38 @@ static int listen_fds(int *fds, unsigned *n)
 	return 0;
 }
 
+/* --ephemeral-ports: "auto" (the default: the kernel's range, read once at
+ * start), "off", or LO-HI. */
+static int ephemeral_range(const char *spec, struct relay_policy *policy)
+{
+	_cleanup_free_ char *text = NULL;
+	char why[128];
+	size_t len;
+	int r;
+
+	if (spec && strcmp(spec, "off") == 0)
+		return 0;
+	if (spec && strcmp(spec, "auto") != 0) {
+		r = relay_parse_port_range(spec, &policy->ephemeral_lo, &policy->ephemeral_hi, why, sizeof(why));
+		if (r < 0)
+			fprintf(stderr, "vsock-relay: --ephemeral-ports: %s (or auto, off)\n", why);
+		return r;
+	}
+	r = read_small_file(RELAY_EPHEMERAL_RANGE_FILE, 64, &text, &len);
+	if (r == 0)
+		r = relay_parse_port_range(text, &policy->ephemeral_lo, &policy->ephemeral_hi, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-r));
+	if (r < 0) {
+		log_error("%s: cannot read the ephemeral port range: %s (give --ephemeral-ports LO-HI or off)",
+			  RELAY_EPHEMERAL_RANGE_FILE, why);
+		return -EIO;
+	}
+	log_debug("refusing the ephemeral port range %u-%u (%s)", policy->ephemeral_lo, policy->ephemeral_hi,
+		  RELAY_EPHEMERAL_RANGE_FILE);
+	return 0;
+}
+
 static int on_listener(struct io_handler *handler, uint32_t events)
 {
 	struct relay_listener *l = container_of(handler, struct relay_listener, handler);
@@ -122,13 +158,14 @@ int main(int argc, char **argv)
 		{ "handshake-timeout", required_argument, NULL, 't' },
 		{ "to-port", required_argument, NULL, 'p' },
 		{ "idle-evict-after", required_argument, NULL, 'i' },
+		{ "ephemeral-ports", required_argument, NULL, 'e' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct relay relay = { .max_connections = 256, .handshake_timeout_ms = 10000, .idle_evict_ms = 30000 };
 	struct relay_listener listeners[MAX_LISTENERS];
-	const char *guarded = NULL;
+	const char *guarded = NULL, *ephemeral = NULL;
 	int fds[MAX_LISTENERS];
 	char why[256];
 	int c, r;
@@ -161,6 +198,9 @@ int main(int argc, char **argv)
 			relay.idle_evict_ms = (uint64_t)sec * 1000u;
 			break;
 		}
+		case 'e':
+			ephemeral = optarg;
+			break;
 		case 'v':
 			log_set_max_priority(LOG_DEBUG);
 			break;
@@ -177,13 +217,19 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (relay.fixed_port && guarded) {
-		fprintf(stderr, "vsock-relay: --guarded applies to the CONNECT relay, not to --to-port\n");
+	if (relay.fixed_port && (guarded || ephemeral)) {
+		fprintf(stderr, "vsock-relay: %s applies to the CONNECT relay, not to --to-port\n",
+			guarded ? "--guarded" : "--ephemeral-ports");
 		return 2;
 	}
 	if (relay_policy_init(&relay.policy, guarded, why, sizeof(why)) < 0) {
 		log_error("%s", why);
 		return 2;
+	}
+	if (!relay.fixed_port) {
+		r = ephemeral_range(ephemeral, &relay.policy);
+		if (r < 0)
+			return r == -EINVAL ? 2 : 1;
 	}
 	inet_pton(AF_INET, "127.0.0.1", &relay.target);
 	r = listen_fds(fds, &relay.n_listeners);

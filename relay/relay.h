@@ -9,6 +9,12 @@
 #include "ioloop.h"
 #include "policy.h"
 
+/* Every refusal on the dynamic relay, whatever the reason (a guarded or
+ * ephemeral port, a closed one, a failed or slow connect, a malformed line):
+ * one line, so the host cannot tell a closed port from a guarded one. The
+ * reason goes to the journal. */
+#define RELAY_ERR_LINE_TEXT "ERR not relayed (the guest's journal says why)"
+
 struct session;
 struct relay;
 

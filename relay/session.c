@@ -1,6 +1,7 @@
 /* One relayed connection: read the CONNECT line, check the port, connect to
  * 127.0.0.1:<port> without blocking, answer OK, then hand both fds to the
- * bridge (common/bridge.c). Every refusal is one "ERR ...\n" line, then close. */
+ * bridge (common/bridge.c). Every refusal is the same "ERR ...\n" line, then
+ * close; the journal line says why. */
 #include "relay.h"
 
 #include <arpa/inet.h>
@@ -103,12 +104,13 @@ static void session_free(struct session *s)
 	connection_ended(relay);
 }
 
-/* One line to the host, then close. The socket is fresh and the line short,
- * so a non-blocking send either takes it whole or the host is gone. */
+/* The one refusal line to the host (the reason to the journal only), then
+ * close. The socket is fresh and the line short, so a non-blocking send
+ * either takes it whole or the host is gone. */
 __attribute__((format(printf, 2, 3)))
 static void refuse(struct session *s, const char *fmt, ...)
 {
-	char msg[HANDSHAKE_LINE_MAX - 8], line[HANDSHAKE_LINE_MAX];
+	char msg[HANDSHAKE_LINE_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -116,9 +118,8 @@ static void refuse(struct session *s, const char *fmt, ...)
 	va_end(ap);
 	log_notice("%s: refused: %s", s->peer, msg);
 	/* A fixed relay speaks no protocol of its own: it just closes. */
-	int n = snprintf(line, sizeof(line), "ERR %s\n", msg);
 	if (!s->relay->fixed_port)
-		(void)!send(s->client, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)!send(s->client, RELAY_ERR_LINE_TEXT "\n", sizeof(RELAY_ERR_LINE_TEXT), MSG_NOSIGNAL | MSG_DONTWAIT);
 	session_free(s);
 }
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from harness import recv_to_eof
-from relay_helpers import LoopbackServer, activated, exchange
+from relay_helpers import LoopbackServer, activated, bind_below_ephemeral, ephemeral_range, exchange
 
 
 @pytest.fixture
@@ -27,6 +27,15 @@ def relay(tools, tmp_path):
         cm.__exit__(None, None, None)
     logs = "".join(p.read_text() for p in tmp_path.glob("relay-*.log"))
     assert "Sanitizer" not in logs and "runtime error" not in logs, logs
+
+
+ERR_LINE = b"ERR not relayed (the guest's journal says why)\n"
+
+
+@pytest.fixture
+def journal(tmp_path):
+    """What the relays started by `relay` logged so far (their stderr)."""
+    return lambda: "".join(p.read_text() for p in sorted(tmp_path.glob("relay-*.log")))
 
 
 @pytest.fixture
@@ -67,46 +76,90 @@ def test_half_close_both_ways_and_bytes_after_the_line(relay, server):
     (49999, "port 49999 is refused: the code interpreter"),
     (80, "port 80 is refused: the metadata service"),
 ])
-def test_guarded_ports_refused_with_one_line(relay, port, why):
+def test_guarded_ports_refused_with_one_line(relay, journal, port, why):
     out = exchange(relay(), f"CONNECT {port}\n".encode())
-    assert out.startswith(b"ERR " + why.encode()) and out.endswith(b"\n") and out.count(b"\n") == 1, out
+    assert out == ERR_LINE, out
+    assert f"refused: {why}" in journal()
 
 
 @pytest.mark.parametrize("line,why", [
-    (b"GET / HTTP/1.1\r\n", b"does not start with \"CONNECT \""),
-    (b"CONNECT 0\n", b"port 0 is out of range 1-65535"),
-    (b"CONNECT 65536\n", b"port 65536 is out of range"),
-    (b"CONNECT 08080\n", b"leading zero"),
-    (b"CONNECT 80 \n", b"not a digit"),
-    (b"CONNECT 8080\r\n", b"not a digit"),
-    (b"A" * 300, b"no newline in the first 256 bytes"),
+    (b"GET / HTTP/1.1\r\n", "does not start with \"CONNECT \""),
+    (b"CONNECT 0\n", "port 0 is out of range 1-65535"),
+    (b"CONNECT 65536\n", "port 65536 is out of range"),
+    (b"CONNECT 08080\n", "leading zero"),
+    (b"CONNECT 80 \n", "not a digit"),
+    (b"CONNECT 8080\r\n", "not a digit"),
+    (b"A" * 300, "no newline in the first 256 bytes"),
 ])
-def test_malformed_lines_refused(relay, line, why):
+def test_malformed_lines_refused(relay, journal, line, why):
     out = exchange(relay(), line, half_close=False)
-    assert out.startswith(b"ERR bad request line: ") and why in out and out.count(b"\n") == 1, out
+    assert out == ERR_LINE, out
+    assert "refused: bad request line: " in journal() and why in journal(), journal()
 
 
-def test_closed_port_is_one_error_line(relay):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
-    out = exchange(relay(), f"CONNECT {dead}\n".encode())
-    assert out == f"ERR 127.0.0.1:{dead}: Connection refused\n".encode(), out
+def test_closed_port_is_the_same_line_as_a_guarded_one(relay, journal):
+    """A closed port, a guarded port and an ephemeral one all get the one
+    ERR line: the host cannot map the guest's loopback through the relay.
+    The journal keeps the difference. (The closed port said "Connection
+    refused" and the guarded one named the service before.)"""
+    port, eph = relay(), ephemeral_range()[0]
+    with socket.socket() as s:  # a port nobody listens on, below the ephemeral range
+        dead = bind_below_ephemeral(s)
+    closed = exchange(port, f"CONNECT {dead}\n".encode())
+    guarded = exchange(port, b"CONNECT 8888\n")
+    ephemeral = exchange(port, f"CONNECT {eph}\n".encode())
+    assert closed == guarded == ephemeral == ERR_LINE, (closed, guarded, ephemeral)
+    log = journal()
+    assert f"refused: 127.0.0.1:{dead}: Connection refused" in log, log
+    assert "refused: port 8888 is refused: Jupyter" in log, log
+    assert f"refused: port {eph} is refused: in the kernel's ephemeral port range" in log, log
 
 
-def test_handshake_timeout(relay):
+def test_handshake_timeout(relay, journal):
     port = relay("--handshake-timeout", "300")
     t0 = time.monotonic()
     out = exchange(port, b"CONNECT 80", half_close=False)
-    assert out == b"ERR no complete CONNECT line within 300 ms\n"
+    assert out == ERR_LINE
     assert time.monotonic() - t0 < 5
+    assert "refused: no complete CONNECT line within 300 ms" in journal()
 
 
-def test_guarded_list_from_the_option(relay, server):
+def test_ephemeral_range_refused_by_default(relay, journal):
+    """By default the kernel's ephemeral range (read from /proc at start) is
+    refused: a server there (bound to port 0, like a Jupyter kernel's
+    sockets) is a process's private port. --ephemeral-ports off allows it,
+    LO-HI names another range. (Relayed before.)"""
+    lo, hi = ephemeral_range()
+    srv = socket.socket()  # a server on a port the kernel picked
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    try:
+        eph = srv.getsockname()[1]
+        assert lo <= eph <= hi
+        assert exchange(relay(), f"CONNECT {eph}\n".encode()) == ERR_LINE
+        assert f"refused: port {eph} is refused: in the kernel's ephemeral port range" in journal(), journal()
+        with socket.create_connection(("127.0.0.1", relay("--ephemeral-ports", "off")), timeout=5) as c:
+            c.sendall(f"CONNECT {eph}\n".encode())
+            assert c.recv(3) == b"OK\n"
+        with socket.create_connection(("127.0.0.1", relay("--ephemeral-ports", f"{eph}-{eph}")), timeout=5) as c:
+            c.sendall(f"CONNECT {eph}\n".encode())
+            assert c.recv(64) == ERR_LINE
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("value", ["1-0", "x", "0-5", "70000-70001", "5-"])
+def test_bad_ephemeral_option(tools, value):
+    cp = tools.run("vsock-relay", "--ephemeral-ports", value)
+    assert cp.returncode == 2 and "--ephemeral-ports: port range" in cp.stderr, cp.stderr
+
+
+def test_guarded_list_from_the_option(relay, journal, server):
     srv = server()
     port = relay("--guarded", f"{srv.port}")
-    assert exchange(port, f"CONNECT {srv.port}\n".encode()).startswith(b"ERR port %d is refused" % srv.port)
-    assert exchange(port, b"CONNECT 80\n").startswith(b"ERR port 80 is refused")
+    assert exchange(port, f"CONNECT {srv.port}\n".encode()) == ERR_LINE
+    assert exchange(port, b"CONNECT 80\n") == ERR_LINE
+    assert f"port {srv.port} is refused" in journal() and "port 80 is refused" in journal()
 
 
 def test_connection_limit_queues_the_rest(relay, server):
@@ -153,6 +206,8 @@ def test_fixed_relay_no_line_no_policy(relay, server):
 def test_fixed_relay_refuses_guarded_option(tools):
     cp = tools.run("vsock-relay", "--to-port", "49983", "--guarded", "8888")
     assert cp.returncode == 2 and "--guarded applies to the CONNECT relay" in cp.stderr
+    cp = tools.run("vsock-relay", "--to-port", "49983", "--ephemeral-ports", "off")
+    assert cp.returncode == 2 and "--ephemeral-ports applies to the CONNECT relay" in cp.stderr
 
 
 @pytest.mark.parametrize("kind", ["fixed", "dynamic"])
