@@ -20,60 +20,11 @@ static int fail(char *why, size_t why_len, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* A comma-separated list of decimal TCP ports: "49983,49999,8888".
- * Strict on purpose: a typo here silently unguards a port. */
+/* The list's syntax and checks are common/guarded_ports.c's (shared with
+ * vsock-relay, which refuses the same ports). */
 int guard_parse_ports(const char *text, struct guard_config *config, char *why, size_t why_len)
 {
-	uint16_t ports[GUARD_MAX_PORTS];
-	size_t n = 0;
-	const char *p = text;
-
-	if (!text || !*text)
-		return fail(why, why_len, "--ports: the list is empty");
-
-	for (;;) {
-		const char *start = p;
-		unsigned long value = 0;
-
-		while (*p >= '0' && *p <= '9') {
-			/* Saturate: anything past 65535 is out of range anyway. */
-			if (value <= 65535)
-				value = value * 10 + (unsigned long)(*p - '0');
-			p++;
-		}
-		int len = (int)(p - start);
-		if (len == 0 && (*p == ',' || *p == '\0'))
-			return fail(why, why_len, "--ports: empty entry at position %zu in '%.64s'",
-				    (size_t)(start - text) + 1, text);
-		if (*p != ',' && *p != '\0') {
-			if (*p > ' ' && *p < 0x7f)
-				return fail(why, why_len, "--ports: '%c' is not a digit, in '%.64s' (expected e.g. "
-					    GUARD_DEFAULT_PORTS ")", *p, text);
-			return fail(why, why_len, "--ports: byte 0x%02x is not a digit (expected e.g. "
-				    GUARD_DEFAULT_PORTS ")", (unsigned char)*p);
-		}
-		if (len > 1 && *start == '0')
-			return fail(why, why_len, "--ports: port '%.*s' has a leading zero", len > 16 ? 16 : len, start);
-		if (value == 0 || value > 65535)
-			return fail(why, why_len, "--ports: port %.*s is out of range 1-65535",
-				    len > 16 ? 16 : len, start);
-		for (size_t i = 0; i < n; i++)
-			if (ports[i] == value)
-				return fail(why, why_len, "--ports: port %lu is listed twice", value);
-		if (n == GUARD_MAX_PORTS)
-			return fail(why, why_len, "--ports: more than %d ports", GUARD_MAX_PORTS);
-		ports[n++] = (uint16_t)value;
-
-		if (*p == '\0')
-			break;
-		p++; /* the comma */
-		if (*p == '\0')
-			return fail(why, why_len, "--ports: trailing comma in '%s'", text);
-	}
-
-	memcpy(config->ports, ports, n * sizeof(ports[0]));
-	config->n_ports = n;
-	return 0;
+	return guarded_ports_parse(text, config->ports, &config->n_ports, why, why_len);
 }
 
 /* An IPv4 unicast address in dotted-quad form. inet_pton() rejects the

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "relay.h"
+#include "vsock_ports.h"
 
 #define SD_LISTEN_FDS_START 3
 #define MAX_LISTENERS 16
@@ -33,18 +35,21 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: vsock-relay [--guarded PORTS] [--ephemeral-ports auto|off|LO-HI] [--max-connections N]\n"
 		"                   [--idle-evict-after SEC] [--handshake-timeout MS] [-v]\n"
-		"       vsock-relay --to-port PORT [--max-connections N] [--idle-evict-after SEC] [-v]\n"
+		"       vsock-relay --to-port PORT [--fixed-relays-only] [--max-connections N] [--idle-evict-after SEC] [-v]\n"
 		"  Socket-activated (LISTEN_FDS). Each connection's first line is \"CONNECT <port>\\n\";\n"
 		"  the relay answers \"OK\\n\" and bridges to 127.0.0.1:<port>, or \"" RELAY_ERR_LINE_TEXT "\\n\"\n"
 		"  and closes, whatever the reason (it is logged).\n"
-		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy\n"
-		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARD_DEFAULT_PORTS ")\n"
+		"  --to-port PORT           a fixed relay: every connection to 127.0.0.1:PORT, no line, no policy;\n"
+		"                           a guarded port without a fixed relay (8888, 80) is refused\n"
+		"  --fixed-relays-only      with --to-port: refuse any PORT but the fixed relays' (%u, %u)\n"
+		"  --guarded PORTS          ports to refuse besides 80 (default: envd-guard's " GUARDED_PORTS_DEFAULT ")\n"
 		"  --ephemeral-ports R      refuse these too: auto (default: the kernel's range, from\n"
 		"                           " RELAY_EPHEMERAL_RANGE_FILE " at start), off, or LO-HI\n"
 		"  --max-connections N      concurrent connections, handshakes included (default 256)\n"
 		"  --idle-evict-after SEC   at the limit, a new connection closes the relayed connection idle\n"
 		"                           the longest if no byte moved for SEC seconds (default 30; 0: never)\n"
-		"  --handshake-timeout MS   time for the CONNECT line and the loopback connect (default 10000)\n");
+		"  --handshake-timeout MS   time for the CONNECT line and the loopback connect (default 10000)\n",
+		VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER);
 }
 
 static int parse_uint(const char *name, const char *text, unsigned min, unsigned max, unsigned *out)
@@ -84,6 +89,31 @@ static int listen_fds(int *fds, unsigned *n)
 	unsetenv("LISTEN_PID");
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_FDNAMES");
+	return 0;
+}
+
+/* --to-port never opens a guarded port that has no fixed relay of its own
+ * (8888: Jupyter has no token; 80: the metadata alias): a fixed relay has
+ * no policy, so vsock-proxy@8888 would bypass the guard. With
+ * --fixed-relays-only (what vsock-proxy@.service runs) only the fixed
+ * relays' ports are accepted at all. */
+static int check_fixed_port(uint16_t port, bool fixed_only, const struct relay_policy *policy)
+{
+	bool fixed = port == VSOCK_PORT_ENVD || port == VSOCK_PORT_CODE_INTERPRETER;
+	const char *role = relay_policy_refusal(policy, port);
+
+	if (fixed)
+		return 0;
+	if (role) {
+		fprintf(stderr, "vsock-relay: --to-port %u: refused: %s, and it has no fixed relay (only %u and %u do)\n",
+			port, role, VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER);
+		return -EPERM;
+	}
+	if (fixed_only) {
+		fprintf(stderr, "vsock-relay: --to-port %u: not a fixed relay's port (--fixed-relays-only: %u or %u)\n",
+			port, VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER);
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -157,6 +187,7 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "handshake-timeout", required_argument, NULL, 't' },
 		{ "to-port", required_argument, NULL, 'p' },
+		{ "fixed-relays-only", no_argument, NULL, 'f' },
 		{ "idle-evict-after", required_argument, NULL, 'i' },
 		{ "ephemeral-ports", required_argument, NULL, 'e' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -166,6 +197,7 @@ int main(int argc, char **argv)
 	struct relay relay = { .max_connections = 256, .handshake_timeout_ms = 10000, .idle_evict_ms = 30000 };
 	struct relay_listener listeners[MAX_LISTENERS];
 	const char *guarded = NULL, *ephemeral = NULL;
+	bool fixed_only = false;
 	int fds[MAX_LISTENERS];
 	char why[256];
 	int c, r;
@@ -201,6 +233,9 @@ int main(int argc, char **argv)
 		case 'e':
 			ephemeral = optarg;
 			break;
+		case 'f':
+			fixed_only = true;
+			break;
 		case 'v':
 			log_set_max_priority(LOG_DEBUG);
 			break;
@@ -226,7 +261,14 @@ int main(int argc, char **argv)
 		log_error("%s", why);
 		return 2;
 	}
-	if (!relay.fixed_port) {
+	if (relay.fixed_port) {
+		r = check_fixed_port(relay.fixed_port, fixed_only, &relay.policy);
+		if (r < 0)
+			return 2;
+	} else if (fixed_only) {
+		fprintf(stderr, "vsock-relay: --fixed-relays-only goes with --to-port\n");
+		return 2;
+	} else {
 		r = ephemeral_range(ephemeral, &relay.policy);
 		if (r < 0)
 			return r == -EINVAL ? 2 : 1;

@@ -6,20 +6,20 @@
 
 #include "decimal.h"
 
-#include "../guard/ruleset.h"
 #include "vsock_ports.h"
 
 int relay_policy_init(struct relay_policy *policy, const char *ports, char *why, size_t why_len)
 {
-	struct guard_config config = { 0 };
-	int r = guard_parse_ports(ports ? ports : GUARD_DEFAULT_PORTS, &config, why, why_len);
+	uint16_t list[GUARDED_PORTS_MAX];
+	size_t n = 0;
+	int r = guarded_ports_parse(ports ? ports : GUARDED_PORTS_DEFAULT, list, &n, why, why_len);
 
 	if (r < 0)
 		return r;
 	*policy = (struct relay_policy){ 0 };
-	for (size_t i = 0; i < config.n_ports; i++)
-		policy->refused[policy->n_refused++] = config.ports[i];
-	policy->refused[policy->n_refused++] = GUARD_MMDS_PORT;
+	for (size_t i = 0; i < n; i++)
+		policy->refused[policy->n_refused++] = list[i];
+	policy->refused[policy->n_refused++] = GUARDED_MMDS_PORT;
 	return 0;
 }
 
@@ -32,7 +32,7 @@ static const char *port_role(uint32_t port)
 		return "envd (use vsock port 49983)";
 	case VSOCK_PORT_CODE_INTERPRETER:
 		return "the code interpreter (use vsock port 49999)";
-	case GUARD_MMDS_PORT:
+	case GUARDED_MMDS_PORT:
 		return "the metadata service's port";
 	default:
 		return "guarded by envd-guard";

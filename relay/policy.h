@@ -1,6 +1,6 @@
 /* Which loopback ports the dynamic relay refuses: every port envd-guard
- * protects (its own default list, guard/args.h, unless --guarded says
- * otherwise) and the metadata alias's port (guard/ruleset.h). Reaching them
+ * protects (the one list, common/guarded_ports.h, unless --guarded says
+ * otherwise) and the metadata alias's port (GUARDED_MMDS_PORT). Reaching them
  * through vsock would bypass the guard: Jupyter (8888) has no token at all.
  * And the kernel's ephemeral port range: a listener there is a process's
  * private port (bound to port 0: a Jupyter kernel's ZeroMQ sockets, a
@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../guard/args.h"
+#include "guarded_ports.h"
 
 struct relay_policy {
-	uint16_t refused[GUARD_MAX_PORTS + 1];
+	uint16_t refused[GUARDED_PORTS_MAX + 1];
 	size_t n_refused;
 	uint16_t ephemeral_lo, ephemeral_hi; /* refused too; 0-0: none */
 };

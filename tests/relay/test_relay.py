@@ -246,3 +246,22 @@ def test_full_relay_evicts_the_longest_idle_bridge(relay, server, kind):
     finally:
         for s in held:
             s.close()
+
+
+@pytest.mark.parametrize("port,why", [(8888, "Jupyter, which has no token"), (80, "the metadata service's port")])
+def test_fixed_relay_refuses_a_guarded_port_without_a_fixed_relay(tools, port, why):
+    """--to-port has no policy, so it must never open a guarded port that has
+    no fixed relay of its own (it relayed 8888 to vsock before)."""
+    cp = tools.run("vsock-relay", "--to-port", port)
+    assert cp.returncode == 2, cp.stderr
+    assert f"--to-port {port}: refused: {why}, and it has no fixed relay (only 49983 and 49999 do)" in cp.stderr
+
+
+def test_fixed_relays_only(tools):
+    cp = tools.run("vsock-relay", "--to-port", "3000", "--fixed-relays-only")
+    assert cp.returncode == 2 and "--to-port 3000: not a fixed relay's port" in cp.stderr, cp.stderr
+    for port in (49983, 49999):  # accepted: it gets as far as looking for its socket
+        cp = tools.run("vsock-relay", "--to-port", port, "--fixed-relays-only")
+        assert cp.returncode == 1 and "no listening socket from systemd" in cp.stderr, cp.stderr
+    cp = tools.run("vsock-relay", "--fixed-relays-only")
+    assert cp.returncode == 2 and "--fixed-relays-only goes with --to-port" in cp.stderr
