@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -149,6 +150,37 @@ static int ephemeral_range(const char *spec, struct relay_policy *policy)
 	return 0;
 }
 
+/* Each connection holds 2 fds (the host's and loopback's); the rest are
+ * stdio, the listeners, epoll and a little slack. --max-connections beyond
+ * what RLIMIT_NOFILE allows would end in EMFILE, so it is lowered to fit. */
+#define RESERVED_FDS 16u
+
+static int bound_by_fd_limit(struct relay *relay)
+{
+	struct rlimit rl;
+	uint64_t fit;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_error("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+		return -errno;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	fit = rl.rlim_cur > RESERVED_FDS + relay->n_listeners ? (rl.rlim_cur - RESERVED_FDS - relay->n_listeners) / 2 : 0;
+	if (fit == 0) {
+		log_error("RLIMIT_NOFILE is %llu: no room for a single connection (2 fds each, %u reserved)",
+			  (unsigned long long)rl.rlim_cur, RESERVED_FDS + relay->n_listeners);
+		return -EMFILE;
+	}
+	if (relay->max_connections > fit) {
+		log_warning("--max-connections %u: RLIMIT_NOFILE %llu fits %llu connections (2 fds each); using %llu",
+			    relay->max_connections, (unsigned long long)rl.rlim_cur, (unsigned long long)fit,
+			    (unsigned long long)fit);
+		relay->max_connections = (unsigned)fit;
+	}
+	return 0;
+}
+
 static int on_listener(struct io_handler *handler, uint32_t events)
 {
 	struct relay_listener *l = container_of(handler, struct relay_listener, handler);
@@ -280,6 +312,9 @@ int main(int argc, char **argv)
 			  "vsock-relay.socket or systemd-socket-activate", r == -ENOENT ? "not set" : strerror(-r));
 		return 1;
 	}
+	r = bound_by_fd_limit(&relay);
+	if (r < 0)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	relay.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (relay.epfd < 0) {

@@ -15,6 +15,9 @@
  * reason goes to the journal. */
 #define RELAY_ERR_LINE_TEXT "ERR not relayed (the guest's journal says why)"
 
+/* How long the listeners rest after accept fails for want of fds or memory. */
+#define RELAY_ACCEPT_PAUSE_MS 100u
+
 struct session;
 struct relay;
 
@@ -37,6 +40,7 @@ struct relay {
 	struct relay_listener *listeners;
 	unsigned n_listeners;
 	int listening;                   /* 1 while accepting (under the limit) */
+	uint64_t accept_paused_until;    /* after EMFILE and the like: not before this */
 	struct bridge_set bridges;       /* relayed connections */
 };
 

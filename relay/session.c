@@ -245,6 +245,8 @@ static bool has_room(const struct relay *relay, uint64_t now_ms)
 {
 	uint64_t oldest;
 
+	if (now_ms < relay->accept_paused_until)
+		return false;
 	if (relay->active < relay->max_connections)
 		return true;
 	if (!relay->idle_evict_ms)
@@ -273,8 +275,10 @@ int relay_accept(struct relay *relay, int listener)
 				break;
 			if (errno == ECONNABORTED || errno == EPROTO)
 				continue;
-			/* EMFILE and friends: stop until a connection ends. */
-			log_warning("accept: %s", strerror(errno));
+			/* EMFILE and friends: the listener stays readable, so
+			 * polling it now would spin. Pause it briefly. */
+			log_warning("accept: %s: not accepting for %u ms", strerror(errno), RELAY_ACCEPT_PAUSE_MS);
+			relay->accept_paused_until = relay_now_ms() + RELAY_ACCEPT_PAUSE_MS;
 			break;
 		}
 		struct session *s = calloc(1, sizeof(*s));
@@ -323,6 +327,9 @@ int relay_expire(struct relay *relay, uint64_t now_ms, int *timeout_ms)
 		return r;
 	if (relay->pending)
 		next = relay->pending->deadline_ms;
+	/* Paused after a failed accept: wake to resume. */
+	if (!relay->listening && relay->accept_paused_until > now_ms && relay->accept_paused_until < next)
+		next = relay->accept_paused_until;
 	/* Full and not accepting: wake when the longest-idle bridge may go. */
 	oldest = bridge_set_oldest_activity_ms(&relay->bridges);
 	if (!relay->listening && relay->idle_evict_ms && oldest != UINT64_MAX &&

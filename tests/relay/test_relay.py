@@ -1,6 +1,8 @@
 """vsock-relay, the guest's dynamic relay, on loopback TCP: the same code the
 guest runs on vsock port 10000 (socket activation through
 systemd-socket-activate, like the .socket unit). Against both builds."""
+import os
+import pathlib
 import socket
 import time
 
@@ -265,3 +267,76 @@ def test_fixed_relays_only(tools):
         assert cp.returncode == 1 and "no listening socket from systemd" in cp.stderr, cp.stderr
     cp = tools.run("vsock-relay", "--fixed-relays-only")
     assert cp.returncode == 2 and "--fixed-relays-only goes with --to-port" in cp.stderr
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_accept_at_the_fd_limit_backs_off(tools, tmp_path, server):
+    """accept failing with EMFILE (the fd limit lowered under a running relay,
+    prlimit) must not spin on the still-readable listener: the relay stops
+    polling it briefly, burns next to no CPU, logs a few lines, not
+    thousands, and serves the waiting client once fds are free again. It
+    spun at 100% CPU before."""
+    import resource
+    srv = server()
+    with activated([tools.path("vsock-relay"), "--to-port", srv.port], tmp_path / "relay-emfile.log") as (port, proc):
+        time.sleep(0.3)  # activated()'s probe has come and gone: its fds are closed
+        nofile = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{proc.pid}/fd")), nofile[1]))
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            time.sleep(0.2)
+            cpu0 = cpu_seconds(proc.pid)
+            time.sleep(1.0)
+            spent = cpu_seconds(proc.pid) - cpu0
+            resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, nofile)
+            client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert recv_to_eof(client).startswith(b"HTTP/1.1 200 OK"), "not served once fds were free"
+        finally:
+            client.close()
+        assert proc.poll() is None
+    log = (tmp_path / "relay-emfile.log").read_text()
+    warnings = log.count("Too many open files")
+    assert spent < 0.3, f"{spent:.2f} s of CPU in 1 s at EMFILE ({warnings} log lines)"
+    assert 1 <= warnings <= 30, f"{warnings} accept warnings"
+
+
+def test_max_connections_bounded_by_the_fd_limit(tools, tmp_path, server):
+    """--max-connections 256 under RLIMIT_NOFILE 40 runs into EMFILE at about
+    17 connections: it is lowered to what fits (2 fds each, 16 and the
+    listener reserved: 11), with a warning. 20 clients: 11 are served, the
+    rest wait in the backlog, and accept never fails. (Before, the 18th
+    accept hit EMFILE.)"""
+    srv = server("echo-after-eof")
+    log = tmp_path / "relay-nofile.log"
+    argv = ["prlimit", "--nofile=40:40", "--", tools.path("vsock-relay"), "--to-port", srv.port,
+            "--max-connections", "256"]
+    with activated(argv, log) as (port, proc):
+        time.sleep(0.3)  # activated()'s probe has come and gone
+        base = srv.connections
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(20)]
+        try:
+            for i, s in enumerate(held):
+                s.sendall(b"%d" % i)
+            assert wait_for_count(srv, base + 11), srv.connections - base
+            time.sleep(0.3)
+            assert srv.connections - base == 11, srv.connections - base
+        finally:
+            for s in held:
+                s.close()
+        assert proc.poll() is None
+    text = log.read_text()
+    assert "--max-connections 256: RLIMIT_NOFILE 40 fits 11 connections (2 fds each); using 11" in text, text
+    assert "Too many open files" not in text, text
+
+
+def wait_for_count(srv, n, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if srv.connections >= n:
+            return True
+        time.sleep(0.02)
+    return False
