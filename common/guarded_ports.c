@@ -1,22 +1,10 @@
 #include "guarded_ports.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && why_len) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+#include "why.h"
 
 int guarded_ports_parse(const char *text, uint16_t *out, size_t *n_out, char *why, size_t why_len)
 {
@@ -25,7 +13,7 @@ int guarded_ports_parse(const char *text, uint16_t *out, size_t *n_out, char *wh
 	const char *p = text;
 
 	if (!text || !*text)
-		return fail(why, why_len, "--ports: the list is empty");
+		return why_invalid(why, why_len, "--ports: the list is empty");
 
 	for (;;) {
 		const char *start = p;
@@ -39,32 +27,32 @@ int guarded_ports_parse(const char *text, uint16_t *out, size_t *n_out, char *wh
 		}
 		int len = (int)(p - start);
 		if (len == 0 && (*p == ',' || *p == '\0'))
-			return fail(why, why_len, "--ports: empty entry at position %zu in '%.64s'",
+			return why_invalid(why, why_len, "--ports: empty entry at position %zu in '%.64s'",
 				    (size_t)(start - text) + 1, text);
 		if (*p != ',' && *p != '\0') {
 			if (*p > ' ' && *p < 0x7f)
-				return fail(why, why_len, "--ports: '%c' is not a digit, in '%.64s' (expected e.g. "
+				return why_invalid(why, why_len, "--ports: '%c' is not a digit, in '%.64s' (expected e.g. "
 					    GUARDED_PORTS_DEFAULT ")", *p, text);
-			return fail(why, why_len, "--ports: byte 0x%02x is not a digit (expected e.g. "
+			return why_invalid(why, why_len, "--ports: byte 0x%02x is not a digit (expected e.g. "
 				    GUARDED_PORTS_DEFAULT ")", (unsigned char)*p);
 		}
 		if (len > 1 && *start == '0')
-			return fail(why, why_len, "--ports: port '%.*s' has a leading zero", len > 16 ? 16 : len, start);
+			return why_invalid(why, why_len, "--ports: port '%.*s' has a leading zero", len > 16 ? 16 : len, start);
 		if (value == 0 || value > 65535)
-			return fail(why, why_len, "--ports: port %.*s is out of range 1-65535",
+			return why_invalid(why, why_len, "--ports: port %.*s is out of range 1-65535",
 				    len > 16 ? 16 : len, start);
 		for (size_t i = 0; i < n; i++)
 			if (ports[i] == value)
-				return fail(why, why_len, "--ports: port %lu is listed twice", value);
+				return why_invalid(why, why_len, "--ports: port %lu is listed twice", value);
 		if (n == GUARDED_PORTS_MAX)
-			return fail(why, why_len, "--ports: more than %d ports", GUARDED_PORTS_MAX);
+			return why_invalid(why, why_len, "--ports: more than %d ports", GUARDED_PORTS_MAX);
 		ports[n++] = (uint16_t)value;
 
 		if (*p == '\0')
 			break;
 		p++; /* the comma */
 		if (*p == '\0')
-			return fail(why, why_len, "--ports: trailing comma in '%s'", text);
+			return why_invalid(why, why_len, "--ports: trailing comma in '%s'", text);
 	}
 
 	memcpy(out, ports, n * sizeof(ports[0]));
