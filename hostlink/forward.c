@@ -49,6 +49,7 @@ struct forwarder {
 	unsigned n_listeners;
 	unsigned active, max_connections; /* pending and bridged */
 	int listening;
+	int64_t accept_paused_until;      /* after EMFILE and the like: not before this */
 	struct pending *pending;
 	struct bridge_set bridges;
 };
@@ -60,9 +61,13 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+/* How long the listeners rest after accept fails for want of fds or memory:
+ * the listener stays readable, so polling it at once would spin. */
+#define ACCEPT_PAUSE_MS 100
+
 static void update_listeners(struct forwarder *fw)
 {
-	int want = fw->active < fw->max_connections;
+	int want = fw->active < fw->max_connections && io_now_ms() >= fw->accept_paused_until;
 
 	if (want == fw->listening)
 		return;
@@ -213,7 +218,8 @@ static int on_accept(struct io_handler *handler, uint32_t events)
 		if (client < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 				break;
-			log_warning("%s: accept: %s", l->name, strerror(errno));
+			log_warning("%s: accept: %s: not accepting for %d ms", l->name, strerror(errno), ACCEPT_PAUSE_MS);
+			fw->accept_paused_until = io_now_ms() + ACCEPT_PAUSE_MS;
 			break;
 		}
 		struct pending *p = calloc(1, sizeof(*p));
@@ -288,7 +294,13 @@ int forward_run(const struct link *link, const struct forward_spec *specs, unsig
 			log_info("%s -> %s, guest 127.0.0.1:%u", l->name, link_name(link), l->guest_port);
 	}
 	while (r == 0 && !stop_signal) {
-		int got = epoll_wait(fw.epfd, events, 64, sweep_pending(&fw));
+		int timeout = sweep_pending(&fw);
+		update_listeners(&fw);
+		if (!fw.listening && fw.accept_paused_until > io_now_ms()) {
+			int pause = (int)(fw.accept_paused_until - io_now_ms());
+			timeout = timeout < 0 || pause < timeout ? pause : timeout;
+		}
+		int got = epoll_wait(fw.epfd, events, 64, timeout);
 		if (got < 0 && errno != EINTR)
 			r = -errno;
 		for (int i = 0; i < got; i++) {

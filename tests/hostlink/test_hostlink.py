@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE.parent / "relay"))
 
 from harness import assert_no_sanitizer_report, free_port, recv_to_eof, stop_process  # noqa: E402
 from hostlink_helpers import envd_standin, fake_vmm, forwarding, http_get, unanswering_socket, wait_for  # noqa: E402
-from relay_helpers import LoopbackServer, activated, exchange, vsock_ports, wait_port  # noqa: E402
+from relay_helpers import LoopbackServer, activated, cpu_at_emfile, exchange, vsock_ports, wait_port  # noqa: E402
 
 PORTS = vsock_ports()
 ENVD, CI, RELAY, CONTROL = (PORTS["VSOCK_PORT_ENVD"], PORTS["VSOCK_PORT_CODE_INTERPRETER"],
@@ -32,11 +32,16 @@ def mmds_control(tools, tmp_path):
     """mmds-serve (same build variant) with its control API on a unix socket."""
     ctl = tmp_path / "ctl" / "control.sock"
     log = open(tmp_path / "mmds-serve.log", "w+")
+    (tmp_path / "doc").mkdir(exist_ok=True)  # before it starts: it watches the directory at once
     proc = subprocess.Popen([tools.path("mmds-serve"), "--document", str(tmp_path / "doc" / "document.json"),
                              "--listen", f"127.0.0.1:{free_port()}", "--control", str(ctl)],
                             stdout=subprocess.DEVNULL, stderr=log)
-    (tmp_path / "doc").mkdir(exist_ok=True)
-    assert wait_for(lambda: ctl.exists() or proc.poll() is not None), "mmds-serve control socket missing"
+
+    def listening():  # the path exists at bind(), a moment before listen()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            return probe.connect_ex(str(ctl)) == 0
+    assert wait_for(lambda: proc.poll() is not None or listening()), "mmds-serve control socket missing"
+    assert proc.poll() is None, f"mmds-serve exited {proc.returncode}: {(tmp_path / 'mmds-serve.log').read_text()}"
     yield ctl
     stop_process(proc)
     log.seek(0)
@@ -515,6 +520,29 @@ def test_forward_keeps_bridging_while_another_handshake_hangs(tools, tmp_path):
     text = log.read_text()
     assert f"port {ENVD}: vsock port {ENVD}: no handshake answer within 3000 ms" in text, text
     assert_no_sanitizer_report(subprocess.CompletedProcess([], 0, "", text))
+
+
+def test_forward_accept_at_the_fd_limit_backs_off(tools, tmp_path):
+    """accept failing with EMFILE (the fd limit lowered under a running
+    forward) must not spin on the still-readable listener: forward rests it,
+    burns next to no CPU, and serves the waiting client once fds are free.
+    It spun at 100% CPU before, like the relay did."""
+    echo = LoopbackServer("echo-after-eof")
+    try:
+        with fake_vmm(tmp_path / "v.sock", {ENVD: f"127.0.0.1:{echo.port}"}) as uds, \
+                forwarding(tools.path("e2b-hostlink"), uds, ENVD, tmp_path / "fwd.log") as (port, proc):
+            spent, client = cpu_at_emfile(proc.pid, port)
+            with client:
+                client.sendall(b"ping")
+                client.shutdown(socket.SHUT_WR)
+                assert recv_to_eof(client) == b"echo:ping", "not served once fds were free"
+    finally:
+        echo.close()
+    text = (tmp_path / "fwd.log").read_text()
+    warnings = text.count("Too many open files")
+    assert spent < 0.3, f"{spent:.2f} s of CPU in 1 s at EMFILE ({warnings} log lines)"
+    assert 1 <= warnings <= 30, f"{warnings} accept warnings"
+
 
 
 def test_forward_listen_busy(tools, tmp_path):

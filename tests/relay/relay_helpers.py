@@ -2,6 +2,7 @@
 a loopback TCP port (the relay code is transport-agnostic; in the guest the
 socket is vsock), small loopback servers, and line-level clients."""
 import contextlib
+import os
 import pathlib
 import random
 import socket
@@ -47,6 +48,31 @@ def bind_below_ephemeral(sock: socket.socket) -> int:
         except OSError:
             continue
     raise AssertionError(f"no free port below the ephemeral range ({lo})")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (/proc/PID/stat)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_at_emfile(pid: int, port: int) -> tuple:
+    """Lowers PID's RLIMIT_NOFILE to the fds it holds, so its next accept
+    fails with EMFILE, connects a client to PORT, and measures the CPU the
+    process burns in the next second; then gives the limit back. Returns
+    (CPU seconds, the connected client), the caller closes the client."""
+    import resource
+    time.sleep(0.3)  # the probe of activated()/forwarding() has come and gone: its fds are closed
+    nofile = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{pid}/fd")), nofile[1]))
+    try:
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        time.sleep(0.2)
+        cpu0 = cpu_seconds(pid)
+        time.sleep(1.0)
+        return cpu_seconds(pid) - cpu0, client
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, nofile)
 
 
 def wait_port(port: int, proc=None, timeout=10.0):

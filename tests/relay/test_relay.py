@@ -1,15 +1,13 @@
 """vsock-relay, the guest's dynamic relay, on loopback TCP: the same code the
 guest runs on vsock port 10000 (socket activation through
 systemd-socket-activate, like the .socket unit). Against both builds."""
-import os
-import pathlib
 import socket
 import time
 
 import pytest
 
 from harness import recv_to_eof
-from relay_helpers import LoopbackServer, activated, bind_below_ephemeral, ephemeral_range, exchange
+from relay_helpers import LoopbackServer, activated, bind_below_ephemeral, cpu_at_emfile, ephemeral_range, exchange
 
 
 @pytest.fixture
@@ -269,10 +267,6 @@ def test_fixed_relays_only(tools):
     assert cp.returncode == 2 and "--fixed-relays-only goes with --to-port" in cp.stderr
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def test_accept_at_the_fd_limit_backs_off(tools, tmp_path, server):
     """accept failing with EMFILE (the fd limit lowered under a running relay,
@@ -280,23 +274,12 @@ def test_accept_at_the_fd_limit_backs_off(tools, tmp_path, server):
     polling it briefly, burns next to no CPU, logs a few lines, not
     thousands, and serves the waiting client once fds are free again. It
     spun at 100% CPU before."""
-    import resource
     srv = server()
     with activated([tools.path("vsock-relay"), "--to-port", srv.port], tmp_path / "relay-emfile.log") as (port, proc):
-        time.sleep(0.3)  # activated()'s probe has come and gone: its fds are closed
-        nofile = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)
-        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (len(os.listdir(f"/proc/{proc.pid}/fd")), nofile[1]))
-        client = socket.create_connection(("127.0.0.1", port), timeout=10)
-        try:
-            time.sleep(0.2)
-            cpu0 = cpu_seconds(proc.pid)
-            time.sleep(1.0)
-            spent = cpu_seconds(proc.pid) - cpu0
-            resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, nofile)
+        spent, client = cpu_at_emfile(proc.pid, port)
+        with client:
             client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             assert recv_to_eof(client).startswith(b"HTTP/1.1 200 OK"), "not served once fds were free"
-        finally:
-            client.close()
         assert proc.poll() is None
     log = (tmp_path / "relay-emfile.log").read_text()
     warnings = log.count("Too many open files")
