@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "hostlink"))
 from harness import free_port, recv_to_eof  # noqa: E402
 from hostlink_helpers import fake_vmm  # noqa: E402
-from relay_helpers import activated, wait_port  # noqa: E402
+from relay_helpers import activated, bind_below_ephemeral, wait_port  # noqa: E402
 
 BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
 HOSTLINK = BUILD / "e2b-hostlink"
@@ -47,7 +47,7 @@ GUEST_PORT = 49983
 def sink_server():
     """Counts bytes to EOF, answers the count. Also a 64-byte echo for keep-alive."""
     srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
+    bind_below_ephemeral(srv)  # the dynamic relay refuses the ephemeral range
     srv.listen(16)
 
     def serve(c):

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Bytes read from fd[d] waiting to be written to fd[!d]. */
@@ -35,11 +36,49 @@ struct bridge {
 	void *owner;
 	struct bridge_set *set;
 	struct bridge *prev, *next; /* in set->live, or next in set->retired */
+	uint64_t last_active_ms;    /* a byte moved either way, or the start */
 	bool ended;
 };
 
 /* Rounds per wakeup: keeps one fast stream from starving the others. */
 #define PUMP_ROUNDS 8
+
+uint64_t bridge_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void live_unlink(struct bridge *b)
+{
+	struct bridge_set *set = b->set;
+
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		set->live = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else
+		set->live_tail = b->prev;
+	b->prev = b->next = NULL;
+}
+
+/* The most recently active bridge goes last. */
+static void live_append(struct bridge *b)
+{
+	struct bridge_set *set = b->set;
+
+	b->prev = set->live_tail;
+	b->next = NULL;
+	if (set->live_tail)
+		set->live_tail->next = b;
+	else
+		set->live = b;
+	set->live_tail = b;
+}
 
 static void bridge_release(struct bridge *b)
 {
@@ -63,13 +102,7 @@ static void bridge_end(struct bridge *b, int error)
 		b->fd[i] = -1;
 	}
 	b->ended = true;
-	if (b->prev)
-		b->prev->next = b->next;
-	else
-		set->live = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
-	b->prev = NULL;
+	live_unlink(b);
 	b->next = set->retired;
 	set->retired = b;
 	if (b->done)
@@ -83,6 +116,21 @@ void bridge_set_reap(struct bridge_set *set)
 		set->retired = b->next;
 		bridge_release(b);
 	}
+}
+
+uint64_t bridge_set_oldest_activity_ms(const struct bridge_set *set)
+{
+	return set->live ? set->live->last_active_ms : UINT64_MAX;
+}
+
+bool bridge_set_evict_idle(struct bridge_set *set, uint64_t now_ms, uint64_t idle_ms)
+{
+	struct bridge *b = set->live;
+
+	if (!b || now_ms < b->last_active_ms || now_ms - b->last_active_ms < idle_ms)
+		return false;
+	bridge_end(b, -ETIMEDOUT);
+	return true;
 }
 
 void bridge_set_close(struct bridge_set *set)
@@ -184,10 +232,18 @@ static int on_events(struct io_handler *handler, uint32_t events)
 	}
 	if (events & EPOLLHUP)
 		e->hup = true;
+	uint64_t moved = b->dir[0].total + b->dir[1].total;
 	if (r == 0)
 		r = pump(b, 0);
 	if (r == 0)
 		r = pump(b, 1);
+	if (b->dir[0].total + b->dir[1].total != moved) {
+		b->last_active_ms = bridge_now_ms();
+		if (b->set->live_tail != b) {
+			live_unlink(b);
+			live_append(b);
+		}
+	}
 	if (r == 0 && b->dir[0].shut && b->dir[1].shut) {
 		bridge_end(b, 0);
 		return 0;
@@ -224,10 +280,8 @@ int bridge_start(int epfd, int a, int b_fd, const void *pre, size_t pre_len,
 		b->end[i] = (struct end){ .handler.on_events = on_events, .bridge = b, .side = i };
 		b->dir[i].buf = malloc(BRIDGE_BUFFER_SIZE);
 	}
-	b->next = set->live;
-	if (b->next)
-		b->next->prev = b;
-	set->live = b;
+	b->last_active_ms = bridge_now_ms();
+	live_append(b);
 	if (!b->dir[0].buf || !b->dir[1].buf) {
 		b->done = NULL;
 		bridge_end(b, -ENOMEM);

@@ -11,6 +11,7 @@
 #ifndef E2B_BRIDGE_H
 #define E2B_BRIDGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,9 +21,11 @@ struct bridge;
 
 /* An owner's bridges. A bridge that ends mid-batch is only retired: the
  * rest of the epoll batch may still hold its other end, so the memory stays
- * until the owner calls bridge_set_reap() after the batch. Zero-initialise. */
+ * until the owner calls bridge_set_reap() after the batch. `live` is in
+ * order of last activity (a byte moved either way), the longest idle first.
+ * Zero-initialise. */
 struct bridge_set {
-	struct bridge *live, *retired;
+	struct bridge *live, *live_tail, *retired;
 };
 
 /* What the owner learns when a bridge ends (after both fds are closed).
@@ -34,6 +37,17 @@ typedef void (*bridge_done_fn)(void *owner, int error, uint64_t bytes_ab, uint64
  * first (at most the buffer size). */
 int bridge_start(int epfd, int a, int b, const void *pre, size_t pre_len,
 		 bridge_done_fn done, void *owner, struct bridge_set *set);
+
+/* CLOCK_MONOTONIC in milliseconds: the clock of the activity times below. */
+uint64_t bridge_now_ms(void);
+
+/* When the longest-idle live bridge last moved a byte (or started);
+ * UINT64_MAX when there is none. */
+uint64_t bridge_set_oldest_activity_ms(const struct bridge_set *set);
+
+/* Ends the longest-idle live bridge if no byte has moved through it, either
+ * way, for at least idle_ms (done is called with -ETIMEDOUT); true if it did. */
+bool bridge_set_evict_idle(struct bridge_set *set, uint64_t now_ms, uint64_t idle_ms);
 
 /* Frees the bridges that ended; call it after each epoll batch. */
 void bridge_set_reap(struct bridge_set *set);

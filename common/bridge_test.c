@@ -118,10 +118,49 @@ static void close_set_with_live_bridges(void)
 	close(epfd);
 }
 
+/* Eviction picks the bridge that moved a byte the longest ago, and only
+ * once it has been idle for the time asked. */
+static void evict_the_longest_idle(void)
+{
+	struct bridge_set set = { 0 };
+	struct outcome first = { 0 }, second = { 0 };
+	int a[2], b[2], c[2], d[2], epfd = epoll_create1(EPOLL_CLOEXEC);
+	char buf[8];
+
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, a);
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, b);
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, c);
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, d);
+	ok(bridge_start(epfd, a[0], b[0], NULL, 0, done, &first, &set) == 0 &&
+	   bridge_start(epfd, c[0], d[0], NULL, 0, done, &second, &set) == 0, "two bridges, first started first");
+	ok(write(a[1], "x", 1) == 1, "a byte through the first");
+	dispatch_batch(epfd, &set);
+	ok(read(b[1], buf, sizeof(buf)) == 1, "it arrived");
+	uint64_t now = bridge_now_ms();
+	ok(bridge_set_oldest_activity_ms(&set) <= now, "oldest activity is not in the future");
+	ok(!bridge_set_evict_idle(&set, now, 60000), "nothing idle for a minute: nothing evicted");
+	ok(first.calls == 0 && second.calls == 0, "both still live");
+	ok(bridge_set_evict_idle(&set, now + 1, 0), "idle 0 ms: one evicted");
+	ok(second.calls == 1 && second.error == -ETIMEDOUT && first.calls == 0,
+	   "the one idle the longest (the second) ended with ETIMEDOUT (%d)", second.error);
+	ok(read(c[1], buf, sizeof(buf)) == 0 && read(d[1], buf, sizeof(buf)) == 0, "both its peers see EOF");
+	bridge_set_reap(&set);
+	ok(set.live && set.live == set.live_tail, "one bridge left");
+	bridge_set_close(&set);
+	ok(!bridge_set_evict_idle(&set, now, 0) && bridge_set_oldest_activity_ms(&set) == UINT64_MAX,
+	   "an empty set evicts nothing");
+	close(a[1]);
+	close(b[1]);
+	close(c[1]);
+	close(d[1]);
+	close(epfd);
+}
+
 int main(void)
 {
 	both_ends_in_one_batch();
 	half_close_then_answer();
 	close_set_with_live_bridges();
+	evict_the_longest_idle();
 	return tap_done();
 }

@@ -3,77 +3,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
+#include "why.h"
 
-	if (why && why_len) {
-		va_start(ap, fmt);
-		vsnprintf(why, why_len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
-/* A comma-separated list of decimal TCP ports: "49983,49999,8888".
- * Strict on purpose: a typo here silently unguards a port. */
+/* The list's syntax and checks are common/guarded_ports.c's (shared with
+ * vsock-relay, which refuses the same ports). */
 int guard_parse_ports(const char *text, struct guard_config *config, char *why, size_t why_len)
 {
-	uint16_t ports[GUARD_MAX_PORTS];
-	size_t n = 0;
-	const char *p = text;
-
-	if (!text || !*text)
-		return fail(why, why_len, "--ports: the list is empty");
-
-	for (;;) {
-		const char *start = p;
-		unsigned long value = 0;
-
-		while (*p >= '0' && *p <= '9') {
-			/* Saturate: anything past 65535 is out of range anyway. */
-			if (value <= 65535)
-				value = value * 10 + (unsigned long)(*p - '0');
-			p++;
-		}
-		int len = (int)(p - start);
-		if (len == 0 && (*p == ',' || *p == '\0'))
-			return fail(why, why_len, "--ports: empty entry at position %zu in '%.64s'",
-				    (size_t)(start - text) + 1, text);
-		if (*p != ',' && *p != '\0') {
-			if (*p > ' ' && *p < 0x7f)
-				return fail(why, why_len, "--ports: '%c' is not a digit, in '%.64s' (expected e.g. "
-					    GUARD_DEFAULT_PORTS ")", *p, text);
-			return fail(why, why_len, "--ports: byte 0x%02x is not a digit (expected e.g. "
-				    GUARD_DEFAULT_PORTS ")", (unsigned char)*p);
-		}
-		if (len > 1 && *start == '0')
-			return fail(why, why_len, "--ports: port '%.*s' has a leading zero", len > 16 ? 16 : len, start);
-		if (value == 0 || value > 65535)
-			return fail(why, why_len, "--ports: port %.*s is out of range 1-65535",
-				    len > 16 ? 16 : len, start);
-		for (size_t i = 0; i < n; i++)
-			if (ports[i] == value)
-				return fail(why, why_len, "--ports: port %lu is listed twice", value);
-		if (n == GUARD_MAX_PORTS)
-			return fail(why, why_len, "--ports: more than %d ports", GUARD_MAX_PORTS);
-		ports[n++] = (uint16_t)value;
-
-		if (*p == '\0')
-			break;
-		p++; /* the comma */
-		if (*p == '\0')
-			return fail(why, why_len, "--ports: trailing comma in '%s'", text);
-	}
-
-	memcpy(config->ports, ports, n * sizeof(ports[0]));
-	config->n_ports = n;
-	return 0;
+	return guarded_ports_parse(text, config->ports, &config->n_ports, why, why_len);
 }
 
 /* An IPv4 unicast address in dotted-quad form. inet_pton() rejects the
@@ -84,19 +23,19 @@ int guard_parse_alias(const char *text, struct guard_config *config, char *why, 
 	uint32_t h;
 
 	if (!text || !*text)
-		return fail(why, why_len, "--alias: the address is empty");
+		return why_invalid(why, why_len, "--alias: the address is empty");
 	if (strlen(text) > 15 || inet_pton(AF_INET, text, &a) != 1)
-		return fail(why, why_len, "--alias: '%.64s' is not an IPv4 address in dotted-quad form (e.g. 169.254.169.254)",
+		return why_invalid(why, why_len, "--alias: '%.64s' is not an IPv4 address in dotted-quad form (e.g. 169.254.169.254)",
 			    text);
 	h = ntohl(a.s_addr);
 	if ((h >> 24) == 0)
-		return fail(why, why_len, "--alias: %s is in 0.0.0.0/8, not a usable unicast address", text);
+		return why_invalid(why, why_len, "--alias: %s is in 0.0.0.0/8, not a usable unicast address", text);
 	if ((h >> 24) == 127)
-		return fail(why, why_len, "--alias: %s is a loopback address; lo already has 127.0.0.0/8", text);
+		return why_invalid(why, why_len, "--alias: %s is a loopback address; lo already has 127.0.0.0/8", text);
 	if ((h >> 28) == 0xe)
-		return fail(why, why_len, "--alias: %s is a multicast address", text);
+		return why_invalid(why, why_len, "--alias: %s is a multicast address", text);
 	if ((h >> 28) == 0xf)
-		return fail(why, why_len, "--alias: %s is reserved or broadcast (240.0.0.0/4)", text);
+		return why_invalid(why, why_len, "--alias: %s is reserved or broadcast (240.0.0.0/4)", text);
 	config->alias = a;
 	return 0;
 }
@@ -123,11 +62,11 @@ static int parse_options(int argc, char **argv, struct guard_args *args,
 		case 'v': args->verbose = 1; break;
 		case 'h': args->command = GUARD_CMD_HELP; return 0;
 		case ':':
-			return fail(why, why_len, "option '%.64s' needs a value", argv[optind - 1]);
+			return why_invalid(why, why_len, "option '%.64s' needs a value", argv[optind - 1]);
 		default:
 			if (optopt)
-				return fail(why, why_len, "unknown option '-%c'", optopt);
-			return fail(why, why_len, "unknown option '%.64s'", argv[optind - 1]);
+				return why_invalid(why, why_len, "unknown option '-%c'", optopt);
+			return why_invalid(why, why_len, "unknown option '%.64s'", argv[optind - 1]);
 		}
 	}
 	return 1;
@@ -145,7 +84,7 @@ int guard_parse_args(int argc, char **argv, struct guard_args *args, char *why, 
 	if (r <= 0)
 		return r;
 	if (optind >= argc)
-		return fail(why, why_len, "missing command: install, check or remove");
+		return why_invalid(why, why_len, "missing command: install, check or remove");
 	if (strcmp(argv[optind], "install") == 0)
 		args->command = GUARD_CMD_INSTALL;
 	else if (strcmp(argv[optind], "check") == 0)
@@ -155,7 +94,7 @@ int guard_parse_args(int argc, char **argv, struct guard_args *args, char *why, 
 	else if (strcmp(argv[optind], "help") == 0)
 		args->command = GUARD_CMD_HELP;
 	else
-		return fail(why, why_len, "unknown command '%.64s': expected install, check or remove", argv[optind]);
+		return why_invalid(why, why_len, "unknown command '%.64s': expected install, check or remove", argv[optind]);
 	optind++;
 
 	/* Options may also follow the command: envd-guard install --ports 1,2 */
@@ -163,7 +102,7 @@ int guard_parse_args(int argc, char **argv, struct guard_args *args, char *why, 
 	if (r <= 0)
 		return r;
 	if (optind < argc)
-		return fail(why, why_len, "unexpected argument '%.64s'", argv[optind]);
+		return why_invalid(why, why_len, "unexpected argument '%.64s'", argv[optind]);
 
 	r = guard_parse_ports(ports, &args->config, why, why_len);
 	if (r < 0)

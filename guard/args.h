@@ -9,8 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GUARD_MAX_PORTS 32
-#define GUARD_DEFAULT_PORTS "49983,49999,8888"
+#include "guarded_ports.h"
+
+#define GUARD_MAX_PORTS GUARDED_PORTS_MAX
+#define GUARD_DEFAULT_PORTS GUARDED_PORTS_DEFAULT
 #define GUARD_DEFAULT_ALIAS "169.254.169.254"
 
 enum guard_command {

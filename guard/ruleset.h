@@ -33,7 +33,7 @@ struct nftnl_rule;
  * first. A drop is final in every base chain, so the priority is about
  * being first, not about winning. */
 #define GUARD_PRIORITY    (-300)
-#define GUARD_MMDS_PORT   80
+#define GUARD_MMDS_PORT   GUARDED_MMDS_PORT
 #define GUARD_LOOPBACK    "lo"
 
 /* Rules in order: one per guarded port, then the alias rule. */

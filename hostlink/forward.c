@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,7 +15,7 @@
 #include <unistd.h>
 
 #include "bridge.h"
-#include "cleanup.h"
+#include "io.h"
 #include "ioloop.h"
 #include "log.h"
 
@@ -26,13 +29,28 @@ struct listener {
 	char name[64];
 };
 
+/* A client whose guest side is still being opened (connect and handshakes,
+ * driven by the event loop, each with its own deadline). Its client fd is
+ * not read until then: what it sends waits in the socket. */
+struct pending {
+	struct io_handler handler;
+	struct forwarder *fw;
+	struct listener *l;
+	struct pending *next, **pprev;
+	int client;
+	bool watched;            /* dial.fd is in epoll */
+	struct link_dial dial;
+};
+
 struct forwarder {
 	int epfd;
 	const struct link *link;
 	struct listener listeners[FORWARD_MAX_PORTS];
 	unsigned n_listeners;
-	unsigned active, max_connections;
+	unsigned active, max_connections; /* pending and bridged */
 	int listening;
+	int64_t accept_paused_until;      /* after EMFILE and the like: not before this */
+	struct pending *pending;
 	struct bridge_set bridges;
 };
 
@@ -43,9 +61,13 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+/* How long the listeners rest after accept fails for want of fds or memory:
+ * the listener stays readable, so polling it at once would spin. */
+#define ACCEPT_PAUSE_MS 100
+
 static void update_listeners(struct forwarder *fw)
 {
-	int want = fw->active < fw->max_connections;
+	int want = fw->active < fw->max_connections && io_now_ms() >= fw->accept_paused_until;
 
 	if (want == fw->listening)
 		return;
@@ -56,14 +78,15 @@ static void update_listeners(struct forwarder *fw)
 	fw->listening = want;
 }
 
+static void connection_ended(struct forwarder *fw);
+
 static void bridge_ended(void *owner, int error, uint64_t up, uint64_t down)
 {
 	struct forwarder *fw = owner;
 
 	if (error < 0)
 		log_debug("connection ended: %s", strerror(-error));
-	fw->active--;
-	update_listeners(fw);
+	connection_ended(fw);
 }
 
 static int set_nonblocking_nodelay(int fd)
@@ -76,37 +99,144 @@ static int set_nonblocking_nodelay(int fd)
 	return flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-/* The guest side is opened synchronously, bounded by the link's timeout: a
- * local unix or vsock connect plus two short lines. */
+static void connection_ended(struct forwarder *fw)
+{
+	fw->active--;
+	update_listeners(fw);
+}
+
+static void pending_free(struct pending *p)
+{
+	if (p->watched)
+		epoll_ctl(p->fw->epfd, EPOLL_CTL_DEL, p->dial.fd, NULL);
+	link_dial_close(&p->dial);
+	if (p->client >= 0)
+		close(p->client);
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	connection_ended(p->fw);
+	free(p);
+}
+
+/* The guest side is open: hand both to the bridge. */
+static void pending_done(struct pending *p)
+{
+	struct forwarder *fw = p->fw;
+	int guest = link_dial_take(&p->dial), client = p->client;
+
+	p->client = -1;
+	*p->pprev = p->next;
+	if (p->next)
+		p->next->pprev = p->pprev;
+	if (set_nonblocking_nodelay(guest) < 0 || set_nonblocking_nodelay(client) < 0) {
+		log_error("%s: %s", p->l->name, strerror(errno));
+		close(guest);
+		close(client);
+		connection_ended(fw);
+	} else {
+		/* The connection stays counted until the bridge reports its end. */
+		int r = bridge_start(fw->epfd, client, guest, NULL, 0, bridge_ended, fw, &fw->bridges);
+		if (r < 0) {
+			log_error("%s: %s", p->l->name, strerror(-r));
+			connection_ended(fw);
+		}
+	}
+	free(p);
+}
+
+/* One step of the guest side's opening; the pending connection is freed
+ * when it ends either way. */
+static void pending_step(struct pending *p)
+{
+	struct forwarder *fw = p->fw;
+	char why[512];
+	short events;
+
+	/* The machine may replace its socket (a retry after a full backlog):
+	 * watch whatever fd it has after the step, and only that. */
+	if (p->watched)
+		epoll_ctl(fw->epfd, EPOLL_CTL_DEL, p->dial.fd, NULL);
+	p->watched = false;
+	int r = link_dial_step(&p->dial, &events, why, sizeof(why));
+	if (r > 0) {
+		pending_done(p);
+		return;
+	}
+	if (r < 0) {
+		log_error("%s port %u: %s", link_name(fw->link), p->l->guest_port, why);
+		pending_free(p);
+		return;
+	}
+	if (!events)
+		return; /* a timer: forward_run's sweep steps it at link_dial_wake_at */
+	struct epoll_event ev = { .events = (events & POLLIN ? EPOLLIN : 0) | (events & POLLOUT ? EPOLLOUT : 0),
+				  .data.ptr = &p->handler };
+	if (epoll_ctl(fw->epfd, EPOLL_CTL_ADD, p->dial.fd, &ev) < 0) {
+		log_error("%s port %u: epoll: %s", link_name(fw->link), p->l->guest_port, strerror(errno));
+		pending_free(p);
+		return;
+	}
+	p->watched = true;
+}
+
+static int on_pending(struct io_handler *handler, uint32_t events)
+{
+	pending_step(container_of(handler, struct pending, handler));
+	return 0;
+}
+
+/* Steps every opening whose retry time or deadline has come; the time in
+ * ms until the next one (-1: none). */
+static int sweep_pending(struct forwarder *fw)
+{
+	int64_t now = io_now_ms(), next = INT64_MAX;
+
+	for (struct pending *p = fw->pending, *n; p; p = n) {
+		n = p->next;
+		if (link_dial_wake_at(&p->dial) <= now)
+			pending_step(p);
+	}
+	/* A step may free any entry but only its own, so read the list anew. */
+	for (struct pending *p = fw->pending; p; p = p->next)
+		if (link_dial_wake_at(&p->dial) < next)
+			next = link_dial_wake_at(&p->dial);
+	if (next == INT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > INT32_MAX ? INT32_MAX : next - now);
+}
+
+/* Each client gets a pending entry; its guest side is opened in the event
+ * loop, so one unanswered handshake never stalls the others. */
 static int on_accept(struct io_handler *handler, uint32_t events)
 {
 	struct listener *l = container_of(handler, struct listener, handler);
 	struct forwarder *fw = l->fw;
-	char why[512];
 
 	while (fw->active < fw->max_connections && !stop_signal) {
-		_cleanup_close_ int client = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int client = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (client < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
-				return 0;
-			log_warning("%s: accept: %s", l->name, strerror(errno));
-			return 0;
+				break;
+			log_warning("%s: accept: %s: not accepting for %d ms", l->name, strerror(errno), ACCEPT_PAUSE_MS);
+			fw->accept_paused_until = io_now_ms() + ACCEPT_PAUSE_MS;
+			break;
 		}
-		int guest = link_open_loopback(fw->link, l->guest_port, why, sizeof(why));
-		if (guest < 0) {
-			log_error("%s port %u: %s", link_name(fw->link), l->guest_port, why);
-			continue;
+		struct pending *p = calloc(1, sizeof(*p));
+		if (!p) {
+			log_error("%s: %s", l->name, strerror(ENOMEM));
+			close(client);
+			break;
 		}
-		if (set_nonblocking_nodelay(guest) < 0 || set_nonblocking_nodelay(client) < 0) {
-			close(guest);
-			continue;
-		}
+		*p = (struct pending){ .handler.on_events = on_pending, .fw = fw, .l = l, .client = client };
+		link_dial_loopback(&p->dial, fw->link, l->guest_port);
+		p->next = fw->pending;
+		if (p->next)
+			p->next->pprev = &p->next;
+		p->pprev = &fw->pending;
+		fw->pending = p;
 		fw->active++;
-		int r = bridge_start(fw->epfd, TAKE_FD(client), guest, NULL, 0, bridge_ended, fw, &fw->bridges);
-		if (r < 0) {
-			fw->active--;
-			log_error("%s: %s", l->name, strerror(-r));
-		}
+		pending_step(p);
 	}
 	update_listeners(fw);
 	return 0;
@@ -164,7 +294,13 @@ int forward_run(const struct link *link, const struct forward_spec *specs, unsig
 			log_info("%s -> %s, guest 127.0.0.1:%u", l->name, link_name(link), l->guest_port);
 	}
 	while (r == 0 && !stop_signal) {
-		int got = epoll_wait(fw.epfd, events, 64, -1);
+		int timeout = sweep_pending(&fw);
+		update_listeners(&fw);
+		if (!fw.listening && fw.accept_paused_until > io_now_ms()) {
+			int pause = (int)(fw.accept_paused_until - io_now_ms());
+			timeout = timeout < 0 || pause < timeout ? pause : timeout;
+		}
+		int got = epoll_wait(fw.epfd, events, 64, timeout);
 		if (got < 0 && errno != EINTR)
 			r = -errno;
 		for (int i = 0; i < got; i++) {
@@ -174,6 +310,8 @@ int forward_run(const struct link *link, const struct forward_spec *specs, unsig
 		bridge_set_reap(&fw.bridges);
 	}
 	bridge_set_close(&fw.bridges);
+	while (fw.pending)
+		pending_free(fw.pending);
 	for (unsigned i = 0; i < fw.n_listeners; i++)
 		if (fw.listeners[i].fd >= 0)
 			close(fw.listeners[i].fd);

@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "io.h"
+#include "text.h"
 
 /* Content-Length's value, strict decimal; -EPROTO if malformed. */
 static long long parse_length(const char *p, const char *end)
@@ -109,7 +110,9 @@ static int read_response(int fd, int64_t deadline, struct http_response *resp, c
 		if (head == 0) {
 			head = http_parse_head(buf, len, &status, &clen);
 			if (head < 0) {
-				snprintf(why, why_len, "not an HTTP/1.x answer: '%.40s'", buf);
+				char shown[4 * 40 + 1];
+				text_escape(buf, len < 40 ? len : 40, false, shown, sizeof(shown));
+				snprintf(why, why_len, "not an HTTP/1.x answer: '%s'", shown);
 				return -EPROTO;
 			}
 		}
@@ -152,9 +155,14 @@ int http_exchange(int fd, const char *method, const char *path, const char *body
 		     "Connection: close\r\n%s\r\n", method, path, length);
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -ENAMETOOLONG;
-	r = io_send_all(fd, head, (size_t)n);
+	r = io_send_all(fd, head, (size_t)n, deadline);
 	if (r == 0 && body)
-		r = io_send_all(fd, body, body_len);
+		r = io_send_all(fd, body, body_len, deadline);
+	if (r == -ETIMEDOUT) {
+		snprintf(why, why_len, "sending %s %s: not taken within %d ms (the guest stopped reading)", method, path,
+			 timeout_ms);
+		return r;
+	}
 	if (r < 0) {
 		snprintf(why, why_len, "sending %s %s: %s", method, path, strerror(-r));
 		return r;

@@ -19,8 +19,9 @@ struct http_response {
  * 0 if incomplete, -EPROTO if it is not an HTTP/1.x response head. */
 long http_parse_head(const char *buf, size_t len, int *status, long long *content_length);
 
-/* Sends the request on a connected blocking fd and reads the answer within
- * timeout_ms. -errno; `why` names what went wrong. */
+/* Sends the request on a connected fd and reads the answer, all within
+ * timeout_ms (a guest that stops reading or answering is a -ETIMEDOUT).
+ * -errno; `why` names what went wrong. */
 int http_exchange(int fd, const char *method, const char *path, const char *body, size_t body_len,
 		  int timeout_ms, struct http_response *resp, char *why, size_t why_len);
 

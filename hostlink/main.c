@@ -18,6 +18,7 @@
 #include "io.h"
 #include "link.h"
 #include "log.h"
+#include "text.h"
 #include "vsock_ports.h"
 
 #define MAX_DOCUMENT (4u * 1024u * 1024u)
@@ -113,13 +114,22 @@ static int cmd_mmds(const struct link *link, int argc, char **argv)
 		return 1;
 	}
 	if (resp.status / 100 != 2) {
-		fprintf(stderr, "e2b-hostlink: %s port %u (mmds control): %s /mmds: HTTP %d: %s\n", link_name(link),
-			VSOCK_PORT_MMDS_CONTROL, method, resp.status, resp.body ? resp.body : "");
+		/* The guest's words, one line, control characters escaped. */
+		fprintf(stderr, "e2b-hostlink: %s port %u (mmds control): %s /mmds: HTTP %d: ", link_name(link),
+			VSOCK_PORT_MMDS_CONTROL, method, resp.status);
+		text_write(stderr, resp.body ? resp.body : "", resp.body_len, false);
+		fputc('\n', stderr);
 		http_response_free(&resp);
 		return 1;
 	}
+	/* The document raw to a file or a pipe (it is data); escaped on a
+	 * terminal, which a guest's escape sequences could otherwise drive. */
+	if (strcmp(method, "GET") == 0 && isatty(STDOUT_FILENO))
+		text_write(stdout, resp.body ? resp.body : "", resp.body_len, true);
+	else if (strcmp(method, "GET") == 0)
+		fwrite(resp.body ? resp.body : "", 1, resp.body_len, stdout);
 	if (strcmp(method, "GET") == 0)
-		printf("%s\n", resp.body ? resp.body : "");
+		putchar('\n');
 	http_response_free(&resp);
 	return 0;
 }

@@ -40,11 +40,6 @@ static uint64_t now_usec(struct mmds_server *s)
 	return t;
 }
 
-static size_t out_pending(const struct mmds_conn *c)
-{
-	return c->out_len - c->out_off;
-}
-
 /* ---- timers and the accept pause --------------------------------------- */
 
 static void schedule_sweep(struct mmds_server *s, uint64_t when)
@@ -62,7 +57,7 @@ static uint64_t conn_deadline(const struct mmds_conn *c)
 
 	if (c->state == MMDS_CONN_LINGER)
 		return c->linger_start + LINGER_USEC;
-	if (out_pending(c) == 0 && c->request_start)
+	if (conn_out_pending(c) == 0 && c->request_start)
 		return c->request_start + cfg->request_timeout_usec;
 	return c->last_activity + cfg->idle_timeout_usec;
 }
@@ -100,14 +95,6 @@ static void lru_append(struct mmds_server *s, struct mmds_conn *c)
 	s->lru_tail = c;
 }
 
-static void out_release(struct mmds_conn *c)
-{
-	c->s->queued_output -= c->out_cap;
-	free(c->out);
-	c->out = NULL;
-	c->out_cap = c->out_len = c->out_off = 0;
-}
-
 static void conn_free(struct mmds_conn *c)
 {
 	struct mmds_server *s = c->s;
@@ -120,7 +107,7 @@ static void conn_free(struct mmds_conn *c)
 	sd_event_source_disable_unref(c->io);
 	close(c->fd);
 	free(c->in);
-	out_release(c);
+	conn_out_release(c);
 	free(c);
 	if (s->accept_paused)
 		set_accepting(s, true);
@@ -137,7 +124,7 @@ static void conn_touch(struct mmds_conn *c, uint64_t now)
 
 static bool conn_idle(const struct mmds_conn *c)
 {
-	return c->state == MMDS_CONN_ACTIVE && c->in_len == 0 && out_pending(c) == 0 && !c->request_start;
+	return c->state == MMDS_CONN_ACTIVE && c->in_len == 0 && conn_out_pending(c) == 0 && !c->request_start;
 }
 
 /* Frees the guest connection idle the longest; failing that, the one
@@ -169,12 +156,12 @@ static bool shed_greediest(struct mmds_server *s, struct mmds_conn *current)
 	while (s->queued_output > s->cfg.max_queued_output) {
 		struct mmds_conn *victim = NULL;
 		for (struct mmds_conn *c = s->lru_head; c; c = c->next)
-			if (out_pending(c) && (!victim || c->out_cap > victim->out_cap))
+			if (conn_out_pending(c) && (!victim || c->out_cap > victim->out_cap))
 				victim = c;
 		if (!victim)
 			break;
 		log_notice("queued output over %zu bytes: dropping a connection holding %zu unsent bytes",
-			   s->cfg.max_queued_output, out_pending(victim));
+			   s->cfg.max_queued_output, conn_out_pending(victim));
 		dropped_current |= victim == current;
 		conn_free(victim);
 	}
@@ -186,9 +173,9 @@ static void conn_update_events(struct mmds_conn *c)
 	uint32_t ev = 0;
 
 	if (c->state == MMDS_CONN_LINGER ||
-	    (c->state == MMDS_CONN_ACTIVE && !c->peer_eof && out_pending(c) < OUT_HIGH_WATER))
+	    (c->state == MMDS_CONN_ACTIVE && !c->peer_eof && conn_out_pending(c) < OUT_HIGH_WATER))
 		ev |= EPOLLIN;
-	if (out_pending(c))
+	if (conn_out_pending(c))
 		ev |= EPOLLOUT;
 	if (ev != c->events) {
 		sd_event_source_set_io_events(c->io, ev);
@@ -198,83 +185,12 @@ static void conn_update_events(struct mmds_conn *c)
 
 /* ---- output ------------------------------------------------------------ */
 
-static int out_reserve(struct mmds_conn *c, size_t more)
-{
-	if (c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	if (c->out_len + more <= c->out_cap)
-		return 0;
-	size_t cap = c->out_cap ? c->out_cap : 1024;
-	while (cap < c->out_len + more)
-		cap *= 2;
-	char *p = realloc(c->out, cap);
-	if (!p)
-		return -ENOMEM;
-	c->s->queued_output += cap - c->out_cap;
-	c->out = p;
-	c->out_cap = cap;
-	return 0;
-}
-
-static void out_append(struct mmds_conn *c, const void *data, size_t len)
-{
-	memcpy(c->out + c->out_len, data, len);
-	c->out_len += len;
-}
-
-void conn_respond(struct mmds_conn *c, int status, const char *content_type, const char *extra_headers,
-		  const char *body, size_t body_len, bool close)
-{
-	char head[512];
-
-	if (close && c->state == MMDS_CONN_ACTIVE)
-		c->state = MMDS_CONN_CLOSING;
-	char length[40] = "";
-	if (status != 204) /* RFC 9110 8.6: never on 204 */
-		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", body_len);
-	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nServer: mmds-serve\r\n%s%s%s%s%s",
-			 status, http_reason(status), content_type ? "Content-Type: " : "",
-			 content_type ? content_type : "", content_type ? "\r\n" : "", length,
-			 c->state != MMDS_CONN_ACTIVE ? "Connection: close\r\n" : "");
-	if (n < 0 || (size_t)n >= sizeof(head))
-		return;
-	size_t extra_len = extra_headers ? strlen(extra_headers) : 0;
-	if (c->head_method)
-		body_len = 0;
-	if (out_reserve(c, (size_t)n + extra_len + 2 + body_len) < 0) {
-		c->state = MMDS_CONN_CLOSING;
-		return;
-	}
-	out_append(c, head, (size_t)n);
-	if (extra_len)
-		out_append(c, extra_headers, extra_len);
-	out_append(c, "\r\n", 2);
-	if (body_len)
-		out_append(c, body, body_len);
-}
-
-void conn_respond_text(struct mmds_conn *c, int status, const char *msg, bool close)
-{
-	conn_respond(c, status, "text/plain", NULL, msg, strlen(msg), close);
-}
-
-void conn_respond_interim(struct mmds_conn *c, int status)
-{
-	char line[64];
-	int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n\r\n", status, http_reason(status));
-	if (out_reserve(c, (size_t)n) < 0) {
-		c->state = MMDS_CONN_CLOSING;
-		return;
-	}
-	out_append(c, line, (size_t)n);
-}
-
 /* Returns 0 when everything queued is written, -EAGAIN when the rest must
  * wait for EPOLLOUT, another -errno when the connection is dead. */
 static int conn_flush(struct mmds_conn *c)
 {
-	while (out_pending(c)) {
-		ssize_t n = send(c->fd, c->out + c->out_off, out_pending(c), MSG_NOSIGNAL);
+	while (conn_out_pending(c)) {
+		ssize_t n = send(c->fd, c->out + c->out_off, conn_out_pending(c), MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -285,7 +201,7 @@ static int conn_flush(struct mmds_conn *c)
 	}
 	c->out_off = c->out_len = 0;
 	if (c->out_cap > OUT_KEEP_MAX)
-		out_release(c);
+		conn_out_release(c);
 	return 0;
 }
 
@@ -307,28 +223,6 @@ static size_t conn_input_cap(const struct mmds_conn *c)
 	return l.max_head + l.max_body;
 }
 
-static const char *parse_error_message(int err)
-{
-	switch (-err) {
-	case HTTP_ERR_HEAD_TOO_LARGE: return "Request header section is too large.";
-	case HTTP_ERR_TOO_MANY_HEADERS: return "Too many request headers.";
-	case HTTP_ERR_BODY_TOO_LARGE: return "Request payload is too large.";
-	case HTTP_ERR_NOT_IMPLEMENTED: return "Transfer-Encoding is not supported.";
-	case HTTP_ERR_VERSION: return "Invalid HTTP Version: Unsupported HTTP version.";
-	default: return "Invalid request.";
-	}
-}
-
-/* After a framing error the rest of the stream cannot be trusted: answer
- * and close. */
-static void respond_parse_error(struct mmds_conn *c, int err, const struct http_request *req)
-{
-	c->head_method = false;
-	if (err == -HTTP_ERR_BODY_TOO_LARGE && conn_is_control(c) && control_api_refuse_expectation(c, req))
-		return;
-	conn_respond_text(c, http_error_status(err), parse_error_message(err), true);
-}
-
 /* The pending request never completed: at the request deadline or at the
  * client's half-close. A complete head whose body is missing gets
  * Firecracker's "Invalid request." (400); a head still incomplete at the
@@ -339,7 +233,7 @@ static void conn_answer_incomplete(struct mmds_conn *c, bool deadline)
 	struct http_request req;
 
 	c->head_method = false;
-	if (c->state != MMDS_CONN_ACTIVE || out_pending(c))
+	if (c->state != MMDS_CONN_ACTIVE || conn_out_pending(c))
 		return;
 	if (c->in_len && http_parse_request(c->in, c->in_len, &limits, &req) == 0 && req.head_len)
 		conn_respond_text(c, 400, "Invalid request.", true);
@@ -356,22 +250,19 @@ static size_t conn_process(struct mmds_conn *c, const char *data, size_t len)
 	struct http_request req;
 	size_t off = 0;
 
-	while (c->state == MMDS_CONN_ACTIVE && off < len && out_pending(c) < OUT_HIGH_WATER) {
+	while (c->state == MMDS_CONN_ACTIVE && off < len && conn_out_pending(c) < OUT_HIGH_WATER) {
 		long r = http_parse_request(data + off, len - off, &limits, &req);
 		if (r < 0) {
-			respond_parse_error(c, (int)r, &req);
+			conn_respond_parse_error(c, (int)r, &req);
 			return len;
 		}
 		if (r == 0) {
-			if (req.head_len && conn_is_control(c))
-				control_api_head_ready(c, &req);
+			if (req.head_len && c->api->head_ready)
+				c->api->head_ready(c, &req);
 			break;
 		}
 		c->head_method = req.method_len == 4 && memcmp(req.method, "HEAD", 4) == 0;
-		if (conn_is_control(c))
-			control_api_handle(c, &req);
-		else
-			guest_api_handle(c, &req);
+		c->api->handle(c, &req);
 		if (!req.keep_alive && c->state == MMDS_CONN_ACTIVE)
 			c->state = MMDS_CONN_CLOSING;
 		c->continue_sent = false;
@@ -480,7 +371,7 @@ static void conn_after_io(struct mmds_conn *c)
 			return;
 	}
 
-	if (c->state == MMDS_CONN_CLOSING && out_pending(c) == 0) {
+	if (c->state == MMDS_CONN_CLOSING && conn_out_pending(c) == 0) {
 		if (c->peer_eof) {
 			conn_free(c);
 			return;
@@ -516,7 +407,7 @@ static int on_conn_io(sd_event_source *es, int fd, uint32_t revents, void *userd
 	return 0;
 }
 
-static int conn_new(struct mmds_server *s, int fd, enum mmds_listener_kind kind)
+static int conn_new(struct mmds_server *s, int fd, const struct mmds_listener *l)
 {
 	struct mmds_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -525,7 +416,8 @@ static int conn_new(struct mmds_server *s, int fd, enum mmds_listener_kind kind)
 	}
 	c->s = s;
 	c->fd = fd;
-	c->kind = kind;
+	c->kind = l->kind;
+	c->api = l->api;
 	c->events = EPOLLIN;
 	int r = sd_event_add_io(s->event, &c->io, fd, EPOLLIN, on_conn_io, c);
 	if (r < 0) {
@@ -599,7 +491,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 			close(cfd);
 			continue;
 		}
-		int r = conn_new(s, cfd, l->kind);
+		int r = conn_new(s, cfd, l);
 		if (r < 0)
 			log_error("connection: %s", strerror(-r));
 	}
@@ -636,7 +528,8 @@ static int on_sweep(sd_event_source *es, uint64_t usec, void *userdata)
 
 /* ---- setup ------------------------------------------------------------- */
 
-int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind)
+int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind,
+			     const struct mmds_api *api)
 {
 	if (s->n_listeners >= MMDS_MAX_LISTENERS) {
 		close(fd);
@@ -649,7 +542,7 @@ int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_k
 		return r;
 	}
 	struct mmds_listener *l = &s->listeners[s->n_listeners];
-	*l = (struct mmds_listener){ .s = s, .kind = kind };
+	*l = (struct mmds_listener){ .s = s, .kind = kind, .api = api };
 	int r = sd_event_add_io(s->event, &l->source, fd, EPOLLIN, on_accept, l);
 	if (r < 0) {
 		close(fd);

@@ -39,7 +39,7 @@ static bool expects_continue(const struct http_request *req)
 	return h && http_list_has_token(h->value, h->value_len, "100-continue");
 }
 
-void control_api_head_ready(struct mmds_conn *c, const struct http_request *req)
+static void control_api_head_ready(struct mmds_conn *c, const struct http_request *req)
 {
 	if (c->continue_sent || !expects_continue(req))
 		return;
@@ -47,7 +47,7 @@ void control_api_head_ready(struct mmds_conn *c, const struct http_request *req)
 	c->continue_sent = true;
 }
 
-bool control_api_refuse_expectation(struct mmds_conn *c, const struct http_request *req)
+static bool control_api_refuse_expectation(struct mmds_conn *c, const struct http_request *req)
 {
 	if (!expects_continue(req))
 		return false;
@@ -96,7 +96,7 @@ static json_t *document_from_body(struct mmds_conn *c, const struct http_request
 	return merged;
 }
 
-void control_api_handle(struct mmds_conn *c, const struct http_request *req)
+static void control_api_handle(struct mmds_conn *c, const struct http_request *req)
 {
 	struct mmds_server *s = c->s;
 	bool get = http_method_is(req, "GET"), put = http_method_is(req, "PUT"),
@@ -127,3 +127,9 @@ void control_api_handle(struct mmds_conn *c, const struct http_request *req)
 	else
 		conn_respond(c, 204, NULL, NULL, NULL, 0, false);
 }
+
+const struct mmds_api mmds_control_api = {
+	.handle = control_api_handle,
+	.head_ready = control_api_head_ready,
+	.refuse_expectation = control_api_refuse_expectation,
+};

@@ -195,7 +195,7 @@ static void handle_metadata_get(struct mmds_conn *c, const struct http_request *
 	json_decref(root);
 }
 
-void guest_api_handle(struct mmds_conn *c, const struct http_request *req)
+static void guest_api_handle(struct mmds_conn *c, const struct http_request *req)
 {
 	if (http_method_is(req, "GET"))
 		handle_metadata_get(c, req);
@@ -205,3 +205,5 @@ void guest_api_handle(struct mmds_conn *c, const struct http_request *req)
 		conn_respond(c, 405, "text/plain", "Allow: GET, PUT\r\n", MSG_METHOD, strlen(MSG_METHOD),
 			     !req->keep_alive);
 }
+
+const struct mmds_api mmds_guest_api = { .handle = guest_api_handle };

@@ -19,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "api.h"
 #include "cleanup.h"
 #include "decimal.h"
 #include "fdstore.h"
@@ -260,6 +261,13 @@ static void describe_vsock_listener(const struct mmds_server *s, int fd)
 /* Socket activation: every passed fd. Sockets by family (the guest MMDS,
  * the control API on AF_UNIX or AF_VSOCK); the fd store's documents by
  * name. Counts the guest and control listeners taken. */
+/* Who answers a listener's requests: the guest MMDS on the inet socket, the
+ * host API on the control sockets (unix and vsock). */
+static const struct mmds_api *api_for(enum mmds_listener_kind kind)
+{
+	return kind == MMDS_LISTEN_GUEST ? &mmds_guest_api : &mmds_control_api;
+}
+
 static int take_passed_fds(struct mmds_server *s, int *n_guest, int *n_control)
 {
 	char **names = NULL;
@@ -293,7 +301,7 @@ static int take_passed_fds(struct mmds_server *s, int *n_guest, int *n_control)
 		}
 		if (kind == MMDS_LISTEN_CONTROL_VSOCK)
 			describe_vsock_listener(s, fd);
-		r = mmds_server_add_listener(s, fd, kind);
+		r = mmds_server_add_listener(s, fd, kind, api_for(kind));
 		if (r < 0)
 			log_error("passed fd %d (%s): %s", fd, name ? name : "unnamed", strerror(-r));
 		else
@@ -315,7 +323,7 @@ static int open_missing_sockets(struct mmds_server *s, int n_guest, int n_contro
 	if (n_guest == 0) {
 		const char *spec = cfg->listen ? cfg->listen : DEFAULT_LISTEN;
 		fd = listen_inet(spec);
-		r = fd < 0 ? fd : mmds_server_add_listener(s, fd, MMDS_LISTEN_GUEST);
+		r = fd < 0 ? fd : mmds_server_add_listener(s, fd, MMDS_LISTEN_GUEST, &mmds_guest_api);
 		if (r < 0) {
 			log_error("listen %s: %s", spec, r == -EINVAL ? "not ADDR:PORT" : strerror(-r));
 			return r;
@@ -326,7 +334,7 @@ static int open_missing_sockets(struct mmds_server *s, int n_guest, int n_contro
 	}
 	if (cfg->control_path && n_control == 0) {
 		fd = listen_control(cfg->control_path);
-		r = fd < 0 ? fd : mmds_server_add_listener(s, fd, MMDS_LISTEN_CONTROL);
+		r = fd < 0 ? fd : mmds_server_add_listener(s, fd, MMDS_LISTEN_CONTROL, &mmds_control_api);
 		if (r < 0) {
 			log_error("control socket %s: %s", cfg->control_path,
 				  r == -EEXIST ? "exists and is not a socket" : strerror(-r));

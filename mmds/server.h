@@ -59,9 +59,12 @@ struct mmds_file_stamp {
 struct mmds_conn;
 struct token_authority;
 
+struct mmds_api;
+
 struct mmds_listener {
 	struct mmds_server *s;
 	enum mmds_listener_kind kind;
+	const struct mmds_api *api; /* answers its connections' requests (api.h) */
 	sd_event_source *source;
 };
 
@@ -96,8 +99,10 @@ struct mmds_server {
 int mmds_server_init(struct mmds_server *s, const struct mmds_config *cfg, sd_event *event);
 void mmds_server_done(struct mmds_server *s);
 
-/* Takes fd (a listening stream socket) in every case. */
-int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind);
+/* Takes fd (a listening stream socket) in every case; api answers the
+ * requests of its connections (api.h). */
+int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind,
+			     const struct mmds_api *api);
 
 /* ---- store.c ---------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define EXTRACT_DEFAULT_MAX_ENTRIES 1000000ULL
-#define EXTRACT_DEFAULT_MAX_BYTES   (16ULL << 30)
+#define EXTRACT_DEFAULT_MAX_BYTES   (2ULL << 30)
 
 struct extract_limits {
 	uint64_t max_entries; /* headers read, directories included */

@@ -1,6 +1,7 @@
 /* One relayed connection: read the CONNECT line, check the port, connect to
  * 127.0.0.1:<port> without blocking, answer OK, then hand both fds to the
- * bridge (common/bridge.c). Every refusal is one "ERR ...\n" line, then close. */
+ * bridge (common/bridge.c). Every refusal is the same "ERR ...\n" line, then
+ * close; the journal line says why. */
 #include "relay.h"
 
 #include <arpa/inet.h>
@@ -103,12 +104,13 @@ static void session_free(struct session *s)
 	connection_ended(relay);
 }
 
-/* One line to the host, then close. The socket is fresh and the line short,
- * so a non-blocking send either takes it whole or the host is gone. */
+/* The one refusal line to the host (the reason to the journal only), then
+ * close. The socket is fresh and the line short, so a non-blocking send
+ * either takes it whole or the host is gone. */
 __attribute__((format(printf, 2, 3)))
 static void refuse(struct session *s, const char *fmt, ...)
 {
-	char msg[HANDSHAKE_LINE_MAX - 8], line[HANDSHAKE_LINE_MAX];
+	char msg[HANDSHAKE_LINE_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -116,9 +118,8 @@ static void refuse(struct session *s, const char *fmt, ...)
 	va_end(ap);
 	log_notice("%s: refused: %s", s->peer, msg);
 	/* A fixed relay speaks no protocol of its own: it just closes. */
-	int n = snprintf(line, sizeof(line), "ERR %s\n", msg);
 	if (!s->relay->fixed_port)
-		(void)!send(s->client, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)!send(s->client, RELAY_ERR_LINE_TEXT "\n", sizeof(RELAY_ERR_LINE_TEXT), MSG_NOSIGNAL | MSG_DONTWAIT);
 	session_free(s);
 }
 
@@ -237,29 +238,61 @@ static int on_session_events(struct io_handler *handler, uint32_t events)
 	return 0;
 }
 
+/* Room for one more connection: under the limit, or at it with a bridge
+ * idle long enough to be evicted (checked before accept, evicted after, so
+ * an empty backlog never costs a bridge). */
+static bool has_room(const struct relay *relay, uint64_t now_ms)
+{
+	uint64_t oldest;
+
+	if (now_ms < relay->accept_paused_until)
+		return false;
+	if (relay->active < relay->max_connections)
+		return true;
+	if (!relay->idle_evict_ms)
+		return false;
+	oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+	return oldest != UINT64_MAX && now_ms >= oldest && now_ms - oldest >= relay->idle_evict_ms;
+}
+
+static void make_room(struct relay *relay, uint64_t now_ms)
+{
+	uint64_t oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+
+	if (relay->active <= relay->max_connections)
+		return;
+	if (bridge_set_evict_idle(&relay->bridges, now_ms, relay->idle_evict_ms))
+		log_notice("connection limit %u reached: closed the relayed connection idle the longest (%llu ms)",
+			   relay->max_connections, (unsigned long long)(now_ms - oldest));
+}
+
 int relay_accept(struct relay *relay, int listener)
 {
-	while (relay->active < relay->max_connections) {
+	while (has_room(relay, relay_now_ms())) {
 		int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-				return 0;
+				break;
 			if (errno == ECONNABORTED || errno == EPROTO)
 				continue;
-			/* EMFILE and friends: stop until a connection ends. */
-			log_warning("accept: %s", strerror(errno));
-			return 0;
+			/* EMFILE and friends: the listener stays readable, so
+			 * polling it now would spin. Pause it briefly. */
+			log_warning("accept: %s: not accepting for %u ms", strerror(errno), RELAY_ACCEPT_PAUSE_MS);
+			relay->accept_paused_until = relay_now_ms() + RELAY_ACCEPT_PAUSE_MS;
+			break;
 		}
 		struct session *s = calloc(1, sizeof(*s));
 		if (!s) {
 			close(fd);
 			return -ENOMEM;
 		}
+		uint64_t now = relay_now_ms();
 		*s = (struct session){ .handler.on_events = on_session_events, .relay = relay,
 				       .client = fd, .target = -1,
-				       .deadline_ms = relay_now_ms() + relay->handshake_timeout_ms };
+				       .deadline_ms = now + relay->handshake_timeout_ms };
 		peer_name(fd, s->peer, sizeof(s->peer));
 		relay->active++;
+		make_room(relay, now);
 		/* Append: the list stays in deadline order. */
 		struct session **tail = &relay->pending;
 		while (*tail)
@@ -278,8 +311,10 @@ int relay_accept(struct relay *relay, int listener)
 	return relay_update_listeners(relay);
 }
 
-int relay_expire(struct relay *relay, uint64_t now_ms)
+int relay_expire(struct relay *relay, uint64_t now_ms, int *timeout_ms)
 {
+	uint64_t next = UINT64_MAX, oldest;
+
 	while (relay->pending && relay->pending->deadline_ms <= now_ms) {
 		struct session *s = relay->pending;
 		if (s->connecting)
@@ -287,12 +322,29 @@ int relay_expire(struct relay *relay, uint64_t now_ms)
 		else
 			refuse(s, "no complete CONNECT line within %u ms", relay->handshake_timeout_ms);
 	}
-	return relay->pending ? (int)(relay->pending->deadline_ms - now_ms) : -1;
+	int r = relay_update_listeners(relay);
+	if (r < 0)
+		return r;
+	if (relay->pending)
+		next = relay->pending->deadline_ms;
+	/* Paused after a failed accept: wake to resume. */
+	if (!relay->listening && relay->accept_paused_until > now_ms && relay->accept_paused_until < next)
+		next = relay->accept_paused_until;
+	/* Full and not accepting: wake when the longest-idle bridge may go. */
+	oldest = bridge_set_oldest_activity_ms(&relay->bridges);
+	if (!relay->listening && relay->idle_evict_ms && oldest != UINT64_MAX &&
+	    oldest + relay->idle_evict_ms < next)
+		next = oldest + relay->idle_evict_ms;
+	if (next == UINT64_MAX)
+		*timeout_ms = -1;
+	else
+		*timeout_ms = next <= now_ms ? 0 : (int)(next - now_ms > INT32_MAX ? INT32_MAX : next - now_ms);
+	return 0;
 }
 
 int relay_update_listeners(struct relay *relay)
 {
-	int want = relay->active < relay->max_connections;
+	int want = has_room(relay, relay_now_ms());
 
 	if (want == relay->listening)
 		return 0;

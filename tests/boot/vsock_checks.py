@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 RSS_LIMIT_KB = 2048  # every relay process at most 2 MiB
+# The dynamic relay's one refusal line, whatever the reason (relay/relay.h),
+# without its newline: the shell's $(…) drops it.
+ERR_LINE = "ERR not relayed (the guest's journal says why)"
 
 
 def _rep(res):
@@ -45,14 +48,14 @@ def refuses_8888(res):
     rep = _rep(res)
     raw, fwd = rep.get("vsock_refuse_8888", ""), rep.get("vsock_forward_8888", "")
     # One line: the shell's $(…) has already dropped its newline.
-    return (raw.startswith("ERR port 8888 is refused: Jupyter") and "\n" not in raw
+    return (raw == ERR_LINE and "\n" not in raw
             and "refused by the relay" in fwd and "curl=0" not in fwd,
             f"raw: {raw!r}; forward: {fwd[-300:]!r}")
 
 
 def refuses_malformed(res):
     raw = _rep(res).get("vsock_refuse_malformed", "")
-    return raw.startswith("ERR bad request line: ") and "\n" not in raw, f"{raw!r}"
+    return raw == ERR_LINE and "\n" not in raw, f"{raw!r}"
 
 
 def relay_rss(res):

@@ -39,7 +39,8 @@ def test_guard_unit():
     assert {"envd.service", "mmds.socket", "mmds.service", "jupyter.service", "code-interpreter.service",
             "network-pre.target", "sysinit.target"} <= before
     assert service["Type"] == ["oneshot"] and service["RemainAfterExit"] == ["yes"]
-    assert service["ExecStart"] == ["/usr/local/bin/envd-guard install"]
+    assert service["ExecStart"] == ["/usr/local/bin/envd-guard install --ports ${E2B_GUARDED_PORTS}"]
+    assert service["EnvironmentFile"] == ["/etc/e2b/guarded-ports"], "one list, shared with vsock-relay"
     assert "ExecStop" not in service, "stopping the unit must not take the guard down (fail closed)"
     assert service["CapabilityBoundingSet"] == ["CAP_NET_ADMIN"]
     assert "PrivateNetwork" not in service, "the guard must act on the host's network namespace"

@@ -227,6 +227,26 @@ def test_bombs_refused_by_the_caps(tools, tmp_path):
     assert hash_tree(tools, many, tmpdir=scratch).returncode == 0
 
 
+def test_default_unpacked_cap_is_2_gib(tools, tmp_path):
+    """A source tree needs far less than 2 GiB (e2b-dev/infra, the biggest we
+    unpack, is about 30 MiB): by default an archive that unpacks to 3 GiB (a
+    sparse file, a few KiB packed) is refused before it is written. The
+    default was 16 GiB, and pinfetch unpacked and hashed the 3 GiB."""
+    src = tmp_path / "src" / "top"
+    src.mkdir(parents=True)
+    with open(src / "huge", "wb") as f:
+        f.truncate(3 << 30)
+    bomb = tmp_path / "bomb.tar.gz"
+    subprocess.run(["tar", "--sparse", "-czf", str(bomb), "-C", str(tmp_path / "src"), "top"], check=True)
+    assert bomb.stat().st_size < 1 << 20
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cp = hash_tree(tools, bomb, tmpdir=scratch)
+    assert cp.returncode == 1, cp.stderr
+    assert 'entry "top/huge"' in cp.stderr and "over the cap of 2147483648 bytes" in cp.stderr, cp.stderr
+    assert list(scratch.iterdir()) == []
+
+
 def test_not_an_archive(tools, tmp_path):
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"\x1f\x8b" + os.urandom(1000))

@@ -21,6 +21,44 @@ def keys(path, key):
     return [v.strip() for k, _, v in (l.partition("=") for l in path.read_text().splitlines()) if k.strip() == key]
 
 
+GUARDED_FILE = ROOT / "os-image/mkosi.extra/etc/e2b/guarded-ports"
+GUARDED_H = ROOT / "common/guarded_ports.h"
+
+
+def guarded_default() -> str:
+    """GUARDED_PORTS_DEFAULT of common/guarded_ports.h, the C side's list."""
+    m = re.search(r'^#define GUARDED_PORTS_DEFAULT "([0-9,]+)"$', GUARDED_H.read_text(), re.M)
+    assert m, GUARDED_H
+    return m.group(1)
+
+
+def test_one_list_of_guarded_ports():
+    """envd-guard.service and vsock-relay.service read the same file, shipped
+    in every image as /etc/e2b/guarded-ports, pass its one variable to
+    --ports and --guarded, and the file says what the C default says."""
+    values = [v for k, _, v in (l.partition("=") for l in GUARDED_FILE.read_text().splitlines())
+              if k == "E2B_GUARDED_PORTS"]
+    assert values == [guarded_default()], values
+    for unit, option in (("envd-guard.service", "--ports"), ("vsock-relay.service", "--guarded")):
+        assert keys(UNITS / unit, "EnvironmentFile") == ["/etc/e2b/guarded-ports"], unit
+        argv = " ".join(keys(UNITS / unit, "ExecStart")).split()
+        assert f"{option}" in argv and argv[argv.index(option) + 1] == "${E2B_GUARDED_PORTS}", (unit, argv)
+
+
+@pytest.mark.parametrize("port,ok", [(49983, True), (49999, True), (8888, False), (3000, False), (80, False)])
+def test_proxy_unit_starts_only_for_the_fixed_relays(release_tools, port, ok):
+    """vsock-proxy@PORT.service's own command line, run as systemd would for
+    the instance (no socket passed): the fixed relays' ports get as far as
+    looking for their socket; any other port is refused at once."""
+    argv = " ".join(keys(UNITS / "vsock-proxy@.service", "ExecStart")).replace("%i", str(port)).split()
+    argv[0] = release_tools.path("vsock-relay")
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if ok:
+        assert cp.returncode == 1 and "no listening socket" in cp.stderr, cp.stderr
+    else:
+        assert cp.returncode == 2 and f"--to-port {port}: " in cp.stderr, cp.stderr
+
+
 def test_ports_agree_with_the_header():
     assert keys(UNITS / "vsock-relay.socket", "ListenStream") == [f"vsock::{PORTS['VSOCK_PORT_RELAY']}"]
     assert keys(UNITS / "vsock-proxy@.socket", "ListenStream") == ["vsock::%i"]
@@ -71,6 +109,7 @@ def test_systemd_accepts_them(tmp_path, release_tools):
     """verify and security on copies (instance 49983, tools at build/ paths)."""
     for u in ("vsock-relay.socket", "vsock-relay.service", "envd-guard.service"):
         shutil.copy(UNITS / u, tmp_path / u)
+        (tmp_path / u).write_text((tmp_path / u).read_text().replace("/etc/e2b/guarded-ports", str(GUARDED_FILE)))
     for kind in ("socket", "service"):
         shutil.copy(UNITS / f"vsock-proxy@.{kind}", tmp_path / f"vsock-proxy@49983.{kind}")
     for p in tmp_path.glob("*.service"):
