@@ -31,12 +31,6 @@ for v in TOOLS CACHE GO_TOOLCHAIN PYTHON; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
 done
 
-# The flags are upstream's `make build` (packages/envd/Makefile). They and
-# the environment below are part of the cache key: change one, and the key
-# changes with it.
-recipe="CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOAMD64=v1 GOWORK=off GOFLAGS=-mod=readonly
-go build -trimpath -buildvcs=false -a -ldflags=-X=main.commitSHA=COMMIT -s -w -buildid= ./packages/envd"
-
 field() { "$TOOLS/pinfetch" --lock "$lock" --name "$name" --field "$1"; }
 version=$(field version) || die "$lock: cannot read [$name] (see above)"
 commit=$(field commit 2>/dev/null) || die "$lock: [$name] has no commit: a source pin records the commit its tree is of"
@@ -48,7 +42,10 @@ case "$GO_TOOLCHAIN" in
     *) die "go_toolchain=$GO_TOOLCHAIN: expected a release such as go1.26.8 (GOTOOLCHAIN's form)" ;;
 esac
 
-key=$(printf '%s\n' "tree=$tree" "commit=$commit" "go=$GO_TOOLCHAIN" "$recipe" | sha256sum | cut -c1-32)
+# The cache key: the pin, the toolchain, and this script (its flags and
+# environment): change any of them, and the key changes with it.
+key=$(printf '%s\n' "tree=$tree" "commit=$commit" "go=$GO_TOOLCHAIN" "script=$(sha256sum < "$0" | cut -d' ' -f1)" |
+      sha256sum | cut -c1-32)
 store=${ENVD_SOURCE_CACHE:-$CACHE/envd-source}
 cached=$store/$key
 
@@ -99,7 +96,8 @@ envd-source: set go_toolchain= to a release the proxy has, or build once online 
 fi
 [ "$got" = "$GO_TOOLCHAIN" ] || die "GOTOOLCHAIN=$GO_TOOLCHAIN gave $got: envd's go.mod asks for a newer Go; raise go_toolchain="
 
-# 3. The build. Modules come through the proxy and are checked against go.sum.
+# 3. The build, with upstream's flags (packages/envd/Makefile, `make build`).
+# Modules come through the proxy and are checked against go.sum.
 say "building envd $version from $commit with $GO_TOOLCHAIN (modules in $GOMODCACHE)"
 if ! (cd "$work/src/packages/envd" &&
       "$go" build -trimpath -buildvcs=false -a -o "$work/envd" \
@@ -141,9 +139,7 @@ print(json.dumps({
     "cache_key": key,
 }, sort_keys=True, indent=1))
 EOF
-install -m 0755 "$work/envd" "$work/out.envd"
-mkdir -p "$work/entry"
-mv "$work/out.envd" "$work/entry/envd"
+install -D -m 0755 "$work/envd" "$work/entry/envd"
 mv "$work/build.json" "$work/entry/build.json"
 # Another build of the same key may have won the race: its bytes are the same.
 mv -T "$work/entry" "$cached" 2>/dev/null || [ -f "$cached/envd" ] || die "cannot store the build in $cached"
