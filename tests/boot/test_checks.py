@@ -216,3 +216,15 @@ def test_build_time_units_and_gettys_fail_when_they_ran():
            + "\n" + unit_line("serial-getty@ttyS0.service", 55000000)}
     assert not checks.no_build_time_units({"report": fat})[0]
     assert not checks.no_console_logins({"report": fat})[0]
+
+
+def test_kernel_ports_check_needs_every_port_refused():
+    import vsock_checks
+    err = vsock_checks.ERR_LINE
+    ports = "41405,43955,43551,38875,57025"
+    answers = "|".join(f"{p}={err} " for p in ports.split(",")) + "|"
+    good = {"report": {"vsock_kernel_ports": ports, "vsock_kernel_answers": answers}}
+    assert vsock_checks.refuses_kernel_ports(good)[0]
+    leaked = {"report": {"vsock_kernel_ports": ports, "vsock_kernel_answers": answers.replace(f"41405={err}", "41405=OK")}}
+    assert not vsock_checks.refuses_kernel_ports(leaked)[0]
+    assert not vsock_checks.refuses_kernel_ports({"report": {"vsock_kernel_ports": "", "vsock_kernel_answers": ""}})[0]

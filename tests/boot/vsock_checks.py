@@ -132,4 +132,14 @@ COMMON = {
     "vsock_init_uses_vsock_document": init_uses_vsock_document,
     "vsock_mmds_survives_restart": mmds_survives_restart,
 }
-CI = {"vsock_ci_relay": ci_relay}
+def refuses_kernel_ports(res):
+    """The default context's kernel listens on five ZMQ ports of 127.0.0.1
+    (ephemeral); the dynamic relay refuses every one with its one ERR line."""
+    rep = _rep(res)
+    ports = [p for p in rep.get("vsock_kernel_ports", "").split(",") if p]
+    answers = dict(a.split("=", 1) for a in rep.get("vsock_kernel_answers", "").split("|") if "=" in a)
+    ok = len(ports) >= 5 and all(answers.get(p, "").strip() == ERR_LINE for p in ports)
+    return ok, f"kernel ports {ports}: {answers}"
+
+
+CI = {"vsock_ci_relay": ci_relay, "vsock_refuses_kernel_ports": refuses_kernel_ports}

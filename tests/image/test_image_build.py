@@ -438,3 +438,16 @@ def test_second_build_is_identical(built):
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr
     assert "repro: identical" in cmp.stdout
     shutil.rmtree(out2, ignore_errors=True)
+
+
+def test_guard_and_relay_read_one_list_of_guarded_ports(tree):
+    """In the built image: /etc/e2b/guarded-ports is the repository's list, and
+    both envd-guard.service and vsock-relay.service take their ports from it
+    (one variable, so a drop-in cannot change one without the other)."""
+    shipped = (tree / "etc/e2b/guarded-ports").read_text()
+    assert shipped == (ROOT / "os-image/mkosi.extra/etc/e2b/guarded-ports").read_text()
+    assert re.search(r"^E2B_GUARDED_PORTS=49983,49999,8888$", shipped, re.M), shipped
+    for unit, flag in (("envd-guard.service", "--ports"), ("vsock-relay.service", "--guarded")):
+        text = (tree / "usr/lib/systemd/system" / unit).read_text()
+        assert "EnvironmentFile=/etc/e2b/guarded-ports" in text.splitlines(), unit
+        assert f"{flag} ${{E2B_GUARDED_PORTS}}" in text, unit

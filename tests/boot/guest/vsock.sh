@@ -60,6 +60,16 @@ if [ "$E2B_TEST_FLAVOR" = e2b-ci ]; then
 	report_b64 vsock_ci_health_b64 "$(curl -s --max-time 30 http://127.0.0.1:19999/health)"
 	report_b64 vsock_ci_contexts_b64 "$(curl -s --max-time 30 http://127.0.0.1:19999/contexts)"
 	report_b64 vsock_ci_execute_b64 "$(curl -s --max-time 120 -X POST -H 'Content-Type: application/json' -d '{"code":"1+1"}' http://127.0.0.1:19999/execute | head -c 2000)"
+	# A running kernel's ZMQ ports (127.0.0.1, ephemeral): the dynamic relay
+	# must not reach them (iopub would show every run's output).
+	kports=""
+	for kpid in $(grep -l ipykernel /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+		kports="$kports $(ss -Hltnp 2>/dev/null | awk -v p="pid=$kpid," 'index($0, p) { n = split($4, a, ":"); print a[n] }')"
+	done
+	report vsock_kernel_ports "$(echo $kports | tr ' ' ',')"
+	kanswers=""
+	for kp in $kports; do kanswers="$kanswers$kp=$(vsock_line 10000 "CONNECT $kp\n" | head -c 200 | tr '\n' ' ')|"; done
+	report_b64 vsock_kernel_answers_b64 "$kanswers"
 fi
 
 # 5. The clone's document over the vsock control (mmds-serve, port 10052):
