@@ -133,8 +133,9 @@ COMMON = {
     "vsock_mmds_survives_restart": mmds_survives_restart,
 }
 def refuses_kernel_ports(res):
-    """The default context's kernel listens on five ZMQ ports of 127.0.0.1
-    (ephemeral); the dynamic relay refuses every one with its one ERR line."""
+    """The default context's kernel listens on its ZMQ channels' ports of
+    127.0.0.1 (ephemeral, at least five); the dynamic relay refuses every one
+    with its one ERR line."""
     rep = _rep(res)
     ports = [p for p in rep.get("vsock_kernel_ports", "").split(",") if p]
     answers = dict(a.split("=", 1) for a in rep.get("vsock_kernel_answers", "").split("|") if "=" in a)
