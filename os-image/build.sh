@@ -111,9 +111,8 @@ if [ "$ENVD" = source ]; then
     lockfile=$RECIPES/${envd_pin[0]}
     [ -f "$lockfile" ] || die "envd=source: lock file $lockfile not found (recipes=$RECIPES)"
     mkdir -p "$extra$(dirname "${envd_pin[1]}")"
-    TOOLS=$TOOLS CACHE=$CACHE GO_TOOLCHAIN=$GO_TOOLCHAIN PYTHON=$py PIN_MIRROR=${PIN_MIRROR:-} OFFLINE=${OFFLINE:-0} \
-        bash "$here/envd-source.sh" "$lockfile" envd-source "$extra${envd_pin[1]}" "$work/envd-build.json" ||
-        die "envd: no envd from source (see above); stopping before mkosi"
+    bash "$here/envd-source.sh" "$lockfile" envd-source "$extra${envd_pin[1]}" "$work/envd-build.json" \
+            "${pinargs[@]}" || die "envd: no envd from source (see above); stopping before mkosi"
     chmod "${envd_pin[2]}" "$extra${envd_pin[1]}"
     $py -c 'import json,sys; b=json.load(open(sys.argv[1]))
 d={"name": "envd", "version": b["built_from"]["version"], "path": sys.argv[2], "mode": sys.argv[3],

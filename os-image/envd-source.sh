@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build envd from its pinned source, reproducibly, once per pin (envd=source).
 #
-#   envd-source.sh LOCK NAME OUTPUT INFO
+#   envd-source.sh LOCK NAME OUTPUT INFO [PINFETCH-OPTION...]
 #
 # LOCK's stanza NAME pins e2b-dev/infra by its unpacked tree (tree_sha256),
-# with the tag's version and commit. The tree comes through pinfetch (cache,
-# pin mirrors, offline) and is verified before Go sees it; envd is built from
+# with the tag's version and commit. The tree comes through pinfetch, with the
+# options the other pinned artifacts get (build.sh's: --cache, --mirror,
+# --offline), and is verified before Go sees it; envd is built from
 # packages/envd with upstream's flags, one pinned Go toolchain (GOTOOLCHAIN)
 # and modules from the module proxy checked by go.sum (-mod=readonly). The
 # binary and its build record are cached under CACHE/envd-source/<key>, the
@@ -14,8 +15,8 @@
 # source pin, the Go version and every module with its version and hash,
 # as `go version -m` prints them.
 #
-# Environment (set by os-image/build.sh): TOOLS CACHE GO_TOOLCHAIN PYTHON,
-# and PIN_MIRROR OFFLINE (empty: none); ENVD_SOURCE_CACHE (default
+# Environment (set by os-image/image.mk): TOOLS CACHE GO_TOOLCHAIN PYTHON,
+# and OFFLINE (empty: 0); ENVD_SOURCE_CACHE (default
 # CACHE/envd-source) holds the built binaries, so that `make repro` can
 # compile envd once per build and compare. The Go module proxy and checksum
 # database are the machine's own (go env: GOPROXY, GOSUMDB); offline=1 sets
@@ -25,8 +26,10 @@ set -euo pipefail
 die() { echo "envd-source: $*" >&2; exit 1; }
 say() { echo "envd-source: $*" >&2; }
 
-[ $# -eq 4 ] || die "usage: envd-source.sh LOCK NAME OUTPUT INFO"
+[ $# -ge 4 ] || die "usage: envd-source.sh LOCK NAME OUTPUT INFO [PINFETCH-OPTION...]"
 lock=$1 name=$2 output=$3 info=$4
+shift 4
+pinargs=("$@")
 for v in TOOLS CACHE GO_TOOLCHAIN PYTHON; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
 done
@@ -74,9 +77,6 @@ work=$(mktemp -d "$store/.build.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 # 1. The source tree, verified against the pin.
-pinargs=(--cache "$CACHE/pinfetch")
-[ -n "${PIN_MIRROR:-}" ] && for m in $PIN_MIRROR; do pinargs+=(--mirror "$m"); done
-[ "${OFFLINE:-0}" = 1 ] && pinargs+=(--offline)
 if ! "$TOOLS/pinfetch" --lock "$lock" --name "$name" --output "$work/src" "${pinargs[@]}"; then
     die "envd's source [$name] ($url, tree_sha256 $tree) could not be had or did not verify; stopping before mkosi.
 envd-source: supply a copy of the tag's archive with pin_mirror=PREFIX (PREFIX/tree/<hex of the tree pin>; a \`git archive\` of commit $commit verifies),

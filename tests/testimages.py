@@ -190,9 +190,10 @@ def build_envd_from_source(mirror: pathlib.Path, dest: pathlib.Path, cache: path
     too), copied to DEST; returns its build record."""
     info = dest.with_suffix(".json")
     env = dict(os.environ, TOOLS=str(ROOT / "build"), CACHE=str(cache), PYTHON="/usr/bin/python3",
-               GO_TOOLCHAIN=make_var("go_toolchain"), PIN_MIRROR=f"file://{mirror}", OFFLINE="0")
+               GO_TOOLCHAIN=make_var("go_toolchain"), OFFLINE="0")
     cp = subprocess.run(["bash", str(ROOT / "os-image" / "envd-source.sh"), str(SHIPPED_ENVD_LOCK), "envd-source",
-                         str(dest), str(info)], env=env, capture_output=True, text=True, timeout=1800)
+                         str(dest), str(info), "--cache", str(cache / "pinfetch"), "--mirror", f"file://{mirror}"],
+                        env=env, capture_output=True, text=True, timeout=1800)
     if cp.returncode != 0:
         raise RuntimeError(f"envd from source failed ({cp.returncode}): {cp.stderr[-3000:]}")
     return json.loads(info.read_text())
