@@ -161,14 +161,21 @@ section_test_listeners() {
 
 # 9. Units: wait until no job but ours and targets is left, then every
 # service's state (crash loops show as NRestarts > 0 or activating).
-section_units() {
-	local i jobs failed u
+# Waits (up to 120 s) until no job is left but targets and the probe's own;
+# prints the jobs still pending (none: settled).
+wait_settled() {
+	local i jobs
 	for i in $(seq 1 600); do
 		jobs=$(systemctl list-jobs --no-legend --plain 2>/dev/null | awk '{print $2}' |
 			grep -v -e '\.target$' -e '^e2b-test-probe\.service$')
 		[ -z "$jobs" ] && break
 		sleep 0.2
 	done
+	printf '%s' "$jobs"
+}
+section_units() {
+	local jobs failed u
+	jobs=$(wait_settled)
 	report_b64 pending_jobs_b64 "$jobs"
 	report_b64 services_b64 "$(unit_states $(systemctl list-units --type=service --all --no-legend --plain | awk '{print $1}'))"
 	failed=$(systemctl --no-legend --plain list-units --state=failed 2>&1 | awk '{print $1}' | tr '\n' ' ')
@@ -263,12 +270,7 @@ section_envd_real() {
 # started userspace (µs since kernel start), and the guest's busy CPU time so
 # far (/proc/stat, all CPUs, in USER_HZ).
 section_settled() {
-	local i
-	for i in $(seq 1 600); do
-		[ -z "$(systemctl list-jobs --no-legend --plain 2>/dev/null | awk '{print $2}' |
-			grep -v -e '\.target$' -e '^e2b-test-probe\.service$')" ] && break
-		sleep 0.2
-	done
+	wait_settled > /dev/null
 	report settled_ms "$(uptime_ms)"
 	report cpu_busy_ticks "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)"
 	report userspace_start_us "$(systemctl show -P UserspaceTimestampMonotonic)"
