@@ -18,7 +18,6 @@ for this boot as for the namespace layer.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pathlib
 import secrets
@@ -96,18 +95,9 @@ def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
         for name, (argv, from_npm) in PROBES.items():
             argv = [str(python) if a == "PYSDK" else a for a in argv]
             reset = reset_guest(exec_argv, guest_addr)
-            try:
-                cp = subprocess.run(exec_argv(argv), capture_output=True, text=True, env=env,
-                                    cwd=npm_dir if from_npm else None, timeout=PROBE_TIMEOUT)
-                text, rc = cp.stdout + "\n--- stderr\n" + cp.stderr[-3000:], cp.returncode
-            except subprocess.TimeoutExpired as e:
-                text, rc = f"timed out after {PROBE_TIMEOUT} s: {e.stdout!r:.3000}", None
-            cases = {}
-            for line in text.splitlines():
-                if line.startswith("CASE "):
-                    _, case, obs = line.split(" ", 2)
-                    cases[case] = json.loads(obs)
-            out[name] = {"cases": cases, "rc": rc, "tail": text[-4000:], "reset": reset}
+            text, rc = sdk_helpers.run_captured(exec_argv(argv), PROBE_TIMEOUT, env=env,
+                                                cwd=npm_dir if from_npm else None)
+            out[name] = {"cases": sdk_helpers.case_lines(text), "rc": rc, "tail": text[-4000:], "reset": reset}
     finally:
         for p in relays:
             p.terminate()

@@ -115,6 +115,26 @@ def tree(flavor: str) -> pathlib.Path:
     return path
 
 
+def run_captured(argv, timeout: float, **kw) -> tuple:
+    """(stdout, then stderr's tail; the exit code, None on a time-out) of ARGV."""
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+        return cp.stdout + "\n--- stderr\n" + cp.stderr[-5000:], cp.returncode
+    except subprocess.TimeoutExpired as e:
+        out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
+        return f"timed out after {timeout}s:\n{out[0]}\n{out[1]}", None
+
+
+def case_lines(output: str) -> dict:
+    """A probe's observations: its `CASE <name> <json>` lines, by name."""
+    cases = {}
+    for line in output.splitlines():
+        if line.startswith("CASE "):
+            _, name, obs = line.split(" ", 2)
+            cases[name] = json.loads(obs)
+    return cases
+
+
 class StackRun:
     """One boot of sdk_stack.sh (FLAVOR, TREE) running PROBE in the host
     namespace: its CASE observations by name, and the whole output for
@@ -135,20 +155,9 @@ class StackRun:
         argv = ["unshare", "--net", "--mount", "--pid", "--kill-child", "--mount-proc", str(STACK),
                 "ci" if flavor == "e2b-ci" else "rt", str(tree_path), str(work), str(BUILD), "-no-cgroups",
                 "--", *map(str, probe)]
-        try:
-            cp = subprocess.run(argv, capture_output=True, text=True, timeout=STACK_TIMEOUT[flavor], env=env, cwd=cwd)
-            self.output, self.returncode = cp.stdout + "\n--- stderr\n" + cp.stderr[-5000:], cp.returncode
-        except subprocess.TimeoutExpired as e:
-            out = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
-            self.output, self.returncode = f"timed out after {STACK_TIMEOUT[flavor]}s:\n{out[0]}\n{out[1]}", None
-        self.cases, self.stack = {}, {}
-        for line in self.output.splitlines():
-            if line.startswith("CASE "):
-                _, name, obs = line.split(" ", 2)
-                self.cases[name] = json.loads(obs)
-            elif line.startswith("STACK-"):
-                key, _, value = line.partition(" ")
-                self.stack[key] = value
+        self.output, self.returncode = run_captured(argv, STACK_TIMEOUT[flavor], env=env, cwd=cwd)
+        self.cases = case_lines(self.output)
+        self.stack = dict(line.partition(" ")[::2] for line in self.output.splitlines() if line.startswith("STACK-"))
 
     def case(self, name: str) -> dict:
         """NAME's observation; fails with the stack's output if the probe
