@@ -9,12 +9,14 @@
 # settled (<= 0.6), userspace start -> envd healthy (<= 0.8), and for e2b-ci
 # userspace start -> :49999 ready (<= 0.8). The load average goes with every
 # boot. One boot at a time; the worktree and its outputs are removed after.
+# With BENCH_QEMU_LOCK=FILE each boot holds an flock on FILE, so boots of
+# other processes that take the same lock wait between ours.
 #
 #   bench/boot.sh [FLAVOR...]      (default: e2b-rt e2b-ci)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 - "$@" <<'PY'
-import dataclasses, os, pathlib, shutil, statistics, subprocess, sys, tempfile
+import contextlib, dataclasses, fcntl, os, pathlib, shutil, statistics, subprocess, sys, tempfile
 sys.path.insert(0, "tests")
 sys.path.insert(0, "tests/boot")
 import testimages as t
@@ -27,6 +29,17 @@ base = os.environ.get("BENCH_BASE") or subprocess.run(
     ["git", "-C", str(root), "log", "--format=%H", "-S/etc/.updated", "--", "os-image/mkosi.finalize"],
     capture_output=True, text=True, check=True).stdout.split()[-1] + "^"
 load = lambda: " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+@contextlib.contextmanager
+def qemu_lock():
+    path = os.environ.get("BENCH_QEMU_LOCK")
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 work = pathlib.Path(tempfile.mkdtemp(prefix="e2b-bench-boot-"))
 tree = work / "base"
 try:
@@ -51,7 +64,8 @@ try:
         figures = {"before": [], "lean": []}
         for _ in range(runs):
             for name in ("before", "lean"):
-                res = vm.boot(v, images[flavor, name])
+                with qemu_lock():
+                    res = vm.boot(v, images[flavor, name])
                 rep = res.get("report", {})
                 try:
                     user_ms = int(rep["userspace_start_us"]) / 1000

@@ -33,12 +33,14 @@ def test_guard_unit():
     u = parse(UNITS / "envd-guard.service")
     unit, service, install = u["Unit"], u["Service"], u["Install"]
     assert unit["DefaultDependencies"] == ["no"]
-    assert "systemd-modules-load.service" in words(unit, "After")
+    assert "systemd-modules-load.service" not in words(unit, "After"), \
+        "nf_tables autoloads; waiting for module loading only delays envd"
     assert words(unit, "Wants") == ["network-pre.target"]
     before = set(words(unit, "Before"))
     assert {"envd.service", "mmds.socket", "mmds.service", "jupyter.service", "code-interpreter.service",
             "network-pre.target", "sysinit.target"} <= before
     assert service["Type"] == ["oneshot"] and service["RemainAfterExit"] == ["yes"]
+    assert service["Nice"] == ["-20"], "on envd's critical path"
     assert service["ExecStart"] == ["/usr/local/bin/envd-guard install --ports ${E2B_GUARDED_PORTS}"]
     assert service["EnvironmentFile"] == ["/etc/e2b/guarded-ports"], "one list, shared with vsock-relay"
     assert "ExecStop" not in service, "stopping the unit must not take the guard down (fail closed)"

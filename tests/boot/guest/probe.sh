@@ -17,7 +17,7 @@ report_b64() { report "$1" "$(printf '%s' "$2" | base64 -w0)"; }
 uptime_ms() { local u; read -r u _ < /proc/uptime; echo $(( ${u%.*} * 1000 + 10#${u#*.} * 10 )); }
 # "unit ActiveState SubState NRestarts Result ActiveEnterTimestampMonotonic" per unit.
 unit_states() {
-	systemctl show -p Id,ActiveState,SubState,NRestarts,Result,ActiveEnterTimestampMonotonic "$@" 2>&1 |
+	systemctl show -p Id,ActiveState,SubState,NRestarts,Result,ActiveEnterTimestampMonotonic${UNIT_EXTRA:+,$UNIT_EXTRA} -- "$@" 2>&1 |
 		awk -F= '/^$/ { if (l) print l; l = ""; next } { l = l (l ? " " : "") $1 "=" $2 } END { if (l) print l }'
 }
 # TCP and UDP listeners as "proto address:port", one a line.
@@ -274,6 +274,9 @@ section_settled() {
 	report settled_ms "$(uptime_ms)"
 	report cpu_busy_ticks "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)"
 	report userspace_start_us "$(systemctl show -P UserspaceTimestampMonotonic)"
+	# Every unit's state with the time it began: where a boot's time goes.
+	report_b64 unit_times_b64 "$(UNIT_EXTRA=InactiveExitTimestampMonotonic unit_states $(systemctl list-units --all --no-legend --plain \
+		--type=service,socket,mount | awk '{print $1}'))"
 }
 
 # 13. For E2B's SDKs on the host (tests/boot/sdk_host.py): e2b-hostlink
