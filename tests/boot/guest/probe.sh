@@ -274,6 +274,8 @@ section_settled() {
 	report settled_ms "$(uptime_ms)"
 	report cpu_busy_ticks "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)"
 	report userspace_start_us "$(systemctl show -P UserspaceTimestampMonotonic)"
+	# When the kernel's CRNG was ready ("[  12.345678] random: crng init done").
+	report crng_ready_s "$(dmesg 2>/dev/null | sed -n 's/^\[ *\([0-9.]*\)\] random: crng init done.*/\1/p')"
 	# Every unit's state with the time it began: where a boot's time goes.
 	report_b64 unit_times_b64 "$(UNIT_EXTRA=InactiveExitTimestampMonotonic unit_states $(systemctl list-units --all --no-legend --plain \
 		--type=service,socket,mount | awk '{print $1}'))"
