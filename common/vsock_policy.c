@@ -8,9 +8,9 @@
 
 #include <linux/vm_sockets.h>
 
-int mmds_vsock_policy_parse(const char *spec, struct mmds_vsock_policy *policy)
+int vsock_policy_parse(const char *spec, struct vsock_policy *policy)
 {
-	struct mmds_vsock_policy p = { .n = 0 };
+	struct vsock_policy p = { .n = 0 };
 	const char *s = spec;
 
 	for (;;) {
@@ -21,7 +21,7 @@ int mmds_vsock_policy_parse(const char *spec, struct mmds_vsock_policy *policy)
 			if (v >= UINT32_MAX) /* VMADDR_CID_ANY is no peer */
 				return -EINVAL;
 		}
-		if (s == start || p.n == MMDS_VSOCK_MAX_CIDS)
+		if (s == start || p.n == VSOCK_POLICY_MAX_CIDS)
 			return -EINVAL;
 		p.cids[p.n++] = (uint32_t)v;
 		if (*s == '\0')
@@ -33,7 +33,7 @@ int mmds_vsock_policy_parse(const char *spec, struct mmds_vsock_policy *policy)
 	return 0;
 }
 
-bool mmds_vsock_peer_allowed(const struct mmds_vsock_policy *policy, uint32_t cid)
+bool vsock_peer_allowed(const struct vsock_policy *policy, uint32_t cid)
 {
 	for (unsigned i = 0; i < policy->n; i++)
 		if (policy->cids[i] == cid)
@@ -52,7 +52,7 @@ static int vsock_address(int fd, bool peer, struct sockaddr_vm *sa)
 	return sa->svm_family == AF_VSOCK ? 0 : -EAFNOSUPPORT;
 }
 
-int mmds_vsock_peer_cid(int fd, uint32_t *cid)
+int vsock_peer_cid(int fd, uint32_t *cid)
 {
 	struct sockaddr_vm sa;
 	int r = vsock_address(fd, true, &sa);
@@ -61,7 +61,7 @@ int mmds_vsock_peer_cid(int fd, uint32_t *cid)
 	return r;
 }
 
-int mmds_vsock_local_port(int fd, uint32_t *port)
+int vsock_local_port(int fd, uint32_t *port)
 {
 	struct sockaddr_vm sa;
 	int r = vsock_address(fd, false, &sa);
@@ -70,7 +70,7 @@ int mmds_vsock_local_port(int fd, uint32_t *port)
 	return r;
 }
 
-void mmds_vsock_policy_format(const struct mmds_vsock_policy *policy, char *buf, size_t len)
+void vsock_policy_format(const struct vsock_policy *policy, char *buf, size_t len)
 {
 	size_t off = 0;
 
