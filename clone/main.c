@@ -89,6 +89,10 @@ static int check_peer(const struct options *o, char *who, size_t who_len)
 	return vsock_peer_allowed(&o->allow, cid) ? 0 : -EPERM;
 }
 
+/* When the whole request was in: the clock step adds the time spent since
+ * (the checks) to the host's time. */
+static struct timespec request_arrived;
+
 /* The whole request, within REQUEST_TIMEOUT_MS. */
 static int read_request(char *buf, size_t cap, struct clone_request *req, char *why, size_t why_len)
 {
@@ -114,8 +118,10 @@ static int read_request(char *buf, size_t cap, struct clone_request *req, char *
 		/* Parse even at end of input: the client may half-close. */
 		have += (size_t)n;
 		long r = have ? clone_request_parse(buf, have, req, why, why_len) : 0;
-		if (r > 0)
+		if (r > 0) {
+			clock_gettime(CLOCK_MONOTONIC, &request_arrived);
 			return 0;
+		}
 		if (r < 0)
 			return (int)r;
 		if (n == 0 || have == cap) {
@@ -202,7 +208,11 @@ static int serve_clone(const struct options *o, const struct clone_request *req,
 		       (unsigned long long)current);
 		return 1;
 	}
-	r = clock_step(req->realtime_sec, req->realtime_nsec, &step_ms);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t since_ns = (now.tv_sec - request_arrived.tv_sec) * 1000000000LL + (now.tv_nsec - request_arrived.tv_nsec);
+	int64_t host_ns = req->realtime_nsec + since_ns;
+	r = clock_step(req->realtime_sec + host_ns / 1000000000LL, (long)(host_ns % 1000000000LL), &step_ms);
 	if (r < 0) {
 		answer("ERR CLOCK_REALTIME: %s; generation stays %llu", strerror(-r), (unsigned long long)current);
 		return 1;
@@ -326,6 +336,9 @@ int main(int argc, char **argv)
 		answer("ERR %s refused", who);
 		return 1;
 	}
+	/* The greeting: the host reads its clock only once this process runs,
+	 * so the time it sends is not stale by systemd's start of it. */
+	(void)write_all(STDIN_FILENO, CLONE_GREETING "\n", sizeof(CLONE_GREETING));
 	if ((r = read_request(buf, sizeof(buf), &req, why, sizeof(why))) < 0) {
 		log_warning("%s: %s; nothing changed", who, why);
 		answer("ERR %s; nothing changed", why);

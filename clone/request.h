@@ -1,5 +1,5 @@
 /* The clone step's request, one per connection, text with a strict grammar
- * (README.md, "Protocol"):
+ * (README.md, "Protocol"), sent after the guest's greeting (CLONE_GREETING):
  *
  *   E2B-CLONE/1 clone\n
  *   generation <1..2^63-1>\n
@@ -21,6 +21,9 @@
 #include <stdint.h>
 
 #define CLONE_MAGIC "E2B-CLONE/1"
+/* The guest's first line on an admitted connection; the host sends its
+ * request (and reads its clock) only after it. */
+#define CLONE_GREETING CLONE_MAGIC " ready"
 #define CLONE_ENTROPY_MIN 32   /* bytes: the CRNG's own seed size */
 #define CLONE_ENTROPY_MAX 512  /* RNDADDENTROPY takes more, nothing gains from it */
 #define CLONE_MAX_HEAD 2048

@@ -119,13 +119,28 @@ int machine_id_renew(const char *path)
 	for (size_t i = 0; i < sizeof(id); i++)
 		snprintf(text + 2 * i, 3, "%02x", id[i]);
 	text[32] = '\n';
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	/* systemd keeps it 0444; root may write it only as its owner, having
+	 * no CAP_DAC_OVERRIDE here: read-only again when done. */
+	struct stat st;
+	if (lstat(path, &st) < 0)
 		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	bool unlocked = !(st.st_mode & S_IWUSR) && chmod(path, (st.st_mode & 07777) | S_IWUSR) == 0;
+	int r = 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	/* One 33-byte write at offset 0: a reader sees the old id or the new. */
-	if (pwrite(fd, text, 33, 0) != 33)
-		return errno ? -errno : -EIO;
-	return ftruncate(fd, 33) < 0 ? -errno : 0;
+	if (fd < 0)
+		r = -errno;
+	else if (pwrite(fd, text, 33, 0) != 33)
+		r = errno ? -errno : -EIO;
+	else if (ftruncate(fd, 33) < 0)
+		r = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (unlocked)
+		(void)chmod(path, st.st_mode & 07777);
+	return r;
 }
 
 int hostname_valid(const char *name, size_t len)

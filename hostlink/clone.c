@@ -16,8 +16,12 @@
 #include "io.h"
 #include "vsock_ports.h"
 
-int clone_request_build(uint64_t generation, const char *document, size_t document_len, char **out, size_t *len)
+int clone_build_step(void *ctx, char **out, size_t *len)
 {
+	const struct clone_step *step = ctx;
+	uint64_t generation = step->generation;
+	const char *document = step->document;
+	size_t document_len = step->document ? step->document_len : 0;
 	uint8_t seed[CLONE_ENTROPY_BYTES];
 	char hex[2 * CLONE_ENTROPY_BYTES + 1], head[512];
 	struct timespec now;
@@ -53,11 +57,53 @@ int clone_request_build(uint64_t generation, const char *document, size_t docume
 	return 0;
 }
 
-int clone_exchange(const struct link *link, const char *request, size_t len, char *answer, size_t answer_len,
+int clone_build_fixed(void *ctx, char **out, size_t *len)
+{
+	*out = strdup(ctx);
+	*len = strlen(ctx);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* One line into line[0..cap) (without its '\n', NUL-terminated) before the
+ * deadline. */
+static int read_line(int fd, int64_t deadline, char *line, size_t cap, char *why, size_t why_len)
+{
+	size_t have = 0;
+
+	for (;;) {
+		char *nl = memchr(line, '\n', have);
+		if (nl) {
+			*nl = '\0';
+			return 0;
+		}
+		if (have + 1 >= cap) {
+			snprintf(why, why_len, "vsock port %u: a line over %zu bytes", VSOCK_PORT_CLONE, cap);
+			return -EPROTO;
+		}
+		int r = io_wait(fd, POLLIN, deadline);
+		if (r < 0) {
+			snprintf(why, why_len, "vsock port %u: no answer in time", VSOCK_PORT_CLONE);
+			return r;
+		}
+		/* One byte at a time: nothing after the line is taken from the socket. */
+		ssize_t n = recv(fd, line + have, 1, 0);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			snprintf(why, why_len, "vsock port %u: the guest closed the connection without an answer",
+				 VSOCK_PORT_CLONE);
+			return -ECONNRESET;
+		}
+		have += (size_t)n;
+	}
+}
+
+int clone_exchange(const struct link *link, clone_build_fn build, void *ctx, char *answer, size_t answer_len,
 		   char *why, size_t why_len)
 {
 	char inner[512];
-	size_t have = 0;
+	_cleanup_free_ char *request = NULL;
+	size_t len = 0;
 	_cleanup_close_ int fd = link_open(link, VSOCK_PORT_CLONE, inner, sizeof(inner));
 
 	if (fd < 0) {
@@ -68,36 +114,21 @@ int clone_exchange(const struct link *link, const char *request, size_t len, cha
 		return fd;
 	}
 	int64_t deadline = io_now_ms() + link->timeout_ms;
-	int r = io_send_all(fd, request, len, deadline);
+	int r = read_line(fd, deadline, answer, answer_len, why, why_len);
+	if (r < 0 || strcmp(answer, CLONE_GREETING) != 0)
+		return r; /* a refusal instead of the greeting is the answer */
+	r = build(ctx, &request, &len);
+	if (r < 0) {
+		snprintf(why, why_len, "building the request: %s", strerror(-r));
+		return r;
+	}
+	r = io_send_all(fd, request, len, deadline);
+	explicit_bzero(request, len);
 	if (r < 0) {
 		snprintf(why, why_len, "vsock port %u: sending the request: %s", VSOCK_PORT_CLONE, strerror(-r));
 		return r;
 	}
-	for (;;) {
-		char *nl = memchr(answer, '\n', have);
-		if (nl) {
-			*nl = '\0';
-			return 0;
-		}
-		if (have + 1 >= answer_len) {
-			snprintf(why, why_len, "vsock port %u: answer line over %zu bytes", VSOCK_PORT_CLONE, answer_len);
-			return -EPROTO;
-		}
-		r = io_wait(fd, POLLIN, deadline);
-		if (r < 0) {
-			snprintf(why, why_len, "vsock port %u: no answer within %d ms", VSOCK_PORT_CLONE, link->timeout_ms);
-			return r;
-		}
-		ssize_t n = recv(fd, answer + have, answer_len - 1 - have, 0);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0) {
-			snprintf(why, why_len, "vsock port %u: the guest closed the connection without an answer",
-				 VSOCK_PORT_CLONE);
-			return -ECONNRESET;
-		}
-		have += (size_t)n;
-	}
+	return read_line(fd, deadline, answer, answer_len, why, why_len);
 }
 
 int clone_status_generation(const char *answer, uint64_t *generation)

@@ -269,17 +269,19 @@ static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 }
 
 /* One request to the clone step; the answer line printed (escaped), to
- * stdout when it is OK, to stderr when it is ERR. 0 on OK. */
-static int clone_call(const struct link *link, const char *what, const char *request, size_t len, char *answer,
-		      size_t answer_len, bool print)
+ * stdout when it is OK (if print), to stderr when it is ERR, with the
+ * socket and port. 0 on OK; -EPROTO on ERR; -errno when no answer came
+ * (`why` says why; printed unless quiet). */
+static int clone_call(const struct link *link, const char *what, clone_build_fn build, void *ctx, char *answer,
+		      size_t answer_len, bool print, bool quiet, char *why, size_t why_len)
 {
-	char why[768];
-	int r = clone_exchange(link, request, len, answer, answer_len, why, sizeof(why));
+	int r = clone_exchange(link, build, ctx, answer, answer_len, why, why_len);
 
 	if (r < 0) {
-		fprintf(stderr, "e2b-hostlink: %s port %u (clone step): %s: %s\n", link_name(link), VSOCK_PORT_CLONE,
-			what, why);
-		return 1;
+		if (!quiet)
+			fprintf(stderr, "e2b-hostlink: %s port %u (clone step): %s: %s\n", link_name(link),
+				VSOCK_PORT_CLONE, what, why);
+		return r;
 	}
 	bool okay = strncmp(answer, "OK", 2) == 0 && (answer[2] == ' ' || answer[2] == '\0');
 	if (okay && !print)
@@ -289,21 +291,27 @@ static int clone_call(const struct link *link, const char *what, const char *req
 		fprintf(f, "e2b-hostlink: %s port %u (clone step): %s refused: ", link_name(link), VSOCK_PORT_CLONE, what);
 	text_write(f, answer, strlen(answer), false);
 	fputc('\n', f);
-	return okay ? 0 : 1;
+	return okay ? 0 : -EPROTO;
 }
 
-static int clone_generation_now(const struct link *link, uint64_t *generation)
+/* The clone's generation (status request); -errno, said why unless quiet. */
+static int clone_generation_now(const struct link *link, uint64_t *generation, bool quiet, char *why,
+				size_t why_len)
 {
-	static const char status[] = "E2B-CLONE/1 status\n\n";
-	char answer[CLONE_ANSWER_MAX];
+	char status[] = "E2B-CLONE/1 status\n\n", answer[CLONE_ANSWER_MAX];
+	int r = clone_call(link, "status", clone_build_fixed, status, answer, sizeof(answer), false, quiet, why,
+			   why_len);
 
-	if (clone_call(link, "status", status, sizeof(status) - 1, answer, sizeof(answer), false))
-		return -EPROTO;
+	if (r < 0)
+		return r;
 	if (clone_status_generation(answer, generation) < 0) {
-		fprintf(stderr, "e2b-hostlink: %s port %u (clone step): status: unexpected answer: ", link_name(link),
-			VSOCK_PORT_CLONE);
-		text_write(stderr, answer, strlen(answer), false);
-		fputc('\n', stderr);
+		snprintf(why, why_len, "status: unexpected answer");
+		if (!quiet) {
+			fprintf(stderr, "e2b-hostlink: %s port %u (clone step): status: unexpected answer: ",
+				link_name(link), VSOCK_PORT_CLONE);
+			text_write(stderr, answer, strlen(answer), false);
+			fputc('\n', stderr);
+		}
 		return -EPROTO;
 	}
 	return 0;
@@ -316,11 +324,11 @@ static int cmd_clone(const struct link *link, int argc, char **argv)
 		{ "document", required_argument, NULL, 'd' },
 		{ 0 },
 	};
-	_cleanup_free_ char *doc = NULL, *request = NULL;
+	_cleanup_free_ char *doc = NULL;
 	const char *doc_path = NULL;
-	char answer[CLONE_ANSWER_MAX];
+	char answer[CLONE_ANSWER_MAX], why[768];
 	uint64_t generation = 0;
-	size_t doc_len = 0, len = 0;
+	size_t doc_len = 0;
 	int c, r;
 
 	optind = 1;
@@ -351,18 +359,13 @@ static int cmd_clone(const struct link *link, int argc, char **argv)
 	}
 	if (generation == 0) {
 		uint64_t now;
-		if (clone_generation_now(link, &now) < 0)
+		if (clone_generation_now(link, &now, false, why, sizeof(why)) < 0)
 			return 1;
 		generation = now + 1;
 	}
-	r = clone_request_build(generation, doc, doc_len, &request, &len);
-	if (r < 0) {
-		fprintf(stderr, "e2b-hostlink: clone: building the request: %s\n", strerror(-r));
-		return 1;
-	}
-	r = clone_call(link, "clone", request, len, answer, sizeof(answer), true);
-	explicit_bzero(request, len);
-	return r;
+	struct clone_step step = { .generation = generation, .document = doc, .document_len = doc_len };
+	return clone_call(link, "clone", clone_build_step, &step, answer, sizeof(answer), true, false, why,
+			  sizeof(why)) < 0;
 }
 
 /* The pool's warmup for a clone: ready once the clone step has taken
@@ -371,25 +374,34 @@ static int cmd_clone(const struct link *link, int argc, char **argv)
 static int cmd_wait_generation(const struct link *base, int budget_ms, uint64_t want)
 {
 	int64_t deadline = io_now_ms() + budget_ms;
+	char why[768] = "no attempt made";
 	uint64_t now = 0;
 	unsigned tries = 0;
 
 	do {
 		struct link link = *base;
 		int64_t left = deadline - io_now_ms();
-		link.timeout_ms = left < 2000 ? (int)(left > 1 ? left : 1) : 2000;
+		char attempt[sizeof(why)];
+		/* The whole budget for each attempt: the guest starts a process per
+		 * connection, which can take seconds on a loaded host. */
+		link.timeout_ms = (int)(left > 1 ? left : 1);
 		tries++;
-		if (clone_generation_now(&link, &now) == 0 && now == want) {
+		int r = clone_generation_now(&link, &now, true, attempt, sizeof(attempt));
+		if (r == 0 && now == want) {
 			fprintf(stderr, "e2b-hostlink: %s: clone generation %llu after %u tries\n", link_name(base),
 				(unsigned long long)want, tries);
 			return 0;
 		}
+		if (r == 0)
+			snprintf(why, sizeof(why), "at generation %llu", (unsigned long long)now);
+		else
+			snprintf(why, sizeof(why), "%s", attempt);
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
 	} while (io_now_ms() < deadline);
 	fprintf(stderr, "e2b-hostlink: %s port %u (clone step): not at generation %llu after %d ms and %u tries "
-		"(last seen: %llu): the clone step did not run for this clone\n", link_name(base), VSOCK_PORT_CLONE,
-		(unsigned long long)want, budget_ms, tries, (unsigned long long)now);
+		"(last: %s): the clone step did not run for this clone\n", link_name(base), VSOCK_PORT_CLONE,
+		(unsigned long long)want, budget_ms, tries, why);
 	return 1;
 }
 
@@ -476,9 +488,9 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "clone") == 0)
 		return cmd_clone(&link, argc, argv);
 	if (strcmp(cmd, "prepare-snapshot") == 0 && argc == 1) {
-		static const char prepare[] = "E2B-CLONE/1 prepare-snapshot\n\n";
-		char answer[CLONE_ANSWER_MAX];
-		return clone_call(&link, "prepare-snapshot", prepare, sizeof(prepare) - 1, answer, sizeof(answer), true);
+		char prepare[] = "E2B-CLONE/1 prepare-snapshot\n\n", answer[CLONE_ANSWER_MAX], why[768];
+		return clone_call(&link, "prepare-snapshot", clone_build_fixed, prepare, answer, sizeof(answer), true,
+				  false, why, sizeof(why)) < 0;
 	}
 	fprintf(stderr, "e2b-hostlink: unknown command '%s'\n", cmd);
 	usage(stderr);
