@@ -241,3 +241,23 @@ def test_bad_arguments(tools, tmp_path):
                       (["clone", "--document", tmp_path / "none.json"], "none.json")):
         cp = hostlink(tools, tmp_path / "v.sock", *args)
         assert cp.returncode in (1, 2) and why in cp.stderr, cp.stderr
+
+
+def control(guest, method, target, body=b""):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(guest.ctl))
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        return int(recv_to_eof(s).split(b" ")[1])
+
+
+def test_mmds_token_key_rotation(guest):
+    """mmds-serve's PUT /token-key, which the clone step calls: a body or
+    another method is refused and changes nothing; the call itself makes
+    every earlier token invalid."""
+    assert control(guest, "PUT", "/token-key", b"x") == 400
+    assert control(guest, "GET", "/token-key") == 400
+    assert guest.token_status(guest.probe_token)[0] == 200
+    assert control(guest, "PUT", "/token-key") == 204
+    assert guest.token_status(guest.probe_token) == (401, "MMDS token not valid.")
