@@ -392,9 +392,11 @@ static int cmd_wait_generation(const struct link *base, int budget_ms, uint64_t 
 				(unsigned long long)want, tries);
 			return 0;
 		}
+		/* An attempt the budget cut short says nothing about the guest:
+		 * the last real answer is what the user needs to read. */
 		if (r == 0)
 			snprintf(why, sizeof(why), "at generation %llu", (unsigned long long)now);
-		else
+		else if (!(r == -ETIMEDOUT && tries > 1))
 			snprintf(why, sizeof(why), "%s", attempt);
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 		nanosleep(&pause, NULL);
