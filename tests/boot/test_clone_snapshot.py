@@ -12,7 +12,10 @@ the pool's own hostWarmup (ci/templates.py: the clone step, wait
 Everything compared is written to out/clone-test/report.json (random_hex per
 clone and case, clock_skew_ms, old_token_status, warmup_before_step /
 warmup_after_step, and what vmgenid changed), so anyone can check the
-comparisons by reading it. `make clone-test` runs this file alone.
+comparisons by reading it. `make clone-test` runs this file alone; with
+E2B_CLONE_ROOTFS=PATH it takes that rootfs.ext4 instead of building the test
+image. About 4.5 minutes under TCG on top of the shared image build (two warm
+boots of ~80 s, four clones of ~15 s, 20 s of snapshot age each).
 """
 from __future__ import annotations
 
