@@ -4,6 +4,7 @@
 #   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
 #   make repro [flavor=]          build twice from scratch, compare every digest
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
+#   make clone-test               snapshot a warm e2b-rt in QEMU, restore clones, check the clone step
 #   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
 #   make templates registry=R     write out/templates/<flavor>.json, pinned by digest
 #   make ci-patch-check           apply e2b-ci's patches to the pinned archive, no mkosi
@@ -36,7 +37,7 @@ pytest_args  ?= $(PYTEST_ARGS)
 python       := /usr/bin/python3
 
 .DEFAULT_GOAL := image
-.PHONY: tools san-tools fuzzers units deps test fuzz bench clean
+.PHONY: tools san-tools fuzzers units deps test clone-test fuzz bench clean
 
 include mk/c.mk
 include pin/pin.mk
@@ -44,6 +45,7 @@ include guard/guard.mk
 include mmds/mmds.mk
 include relay/relay.mk
 include hostlink/hostlink.mk
+include clone/clone.mk
 include os-image/image.mk
 include ci/ci.mk
 
@@ -56,6 +58,13 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
 	$(python) -m pytest -p no:cacheprovider -ra tests $(pytest_args)
+
+# The clone-safety test alone (tests/boot/test_clone_snapshot.py, part of
+# `make test` too): the e2b-rt test image booted warm, snapshotted, restored
+# twice per configuration; out/clone-test/report.json holds what it compared.
+clone-test: deps
+	@$(MAKE) --no-print-directory tools
+	$(python) -m pytest -p no:cacheprovider -ra tests/boot/test_clone_snapshot.py $(pytest_args)
 
 fuzz: fuzzers
 	@set -e; for f in $(FUZZERS); do \

@@ -39,15 +39,23 @@ CI_WARMUP = ("ok=0; for i in $(seq 1 200); do curl -sf -o /dev/null http://127.0
 # {vsock_uds} (Firecracker/cloud-hypervisor: the VMM's hybrid-vsock socket)
 # or {vsock_cid} (QEMU vhost-vsock: the guest CID). Budgets as above.
 HOST_TRANSPORT = {"uds": ["--uds", "{vsock_uds}"], "cid": ["--cid", "{vsock_cid}"]}
+# Before readiness, the clone step (README.md, "Pools: after every
+# restore"): host entropy, the host's clock, fresh tokens and the clone's
+# document, then `wait --generation`, so a clone that was not reseeded fails
+# its warmup and is destroyed. The pool substitutes {clone_generation} (1 for
+# a clone of a template snapshot; one more for each snapshot of a clone
+# restored) and {clone_document} (a file with the clone's metadata document).
+CLONE_STEP = ["clone", "--generation", "{clone_generation}", "--document", "{clone_document}"]
 
 
 def host_warmup(flavor: str, transport: str) -> list:
-    hl = ["e2b-hostlink", *HOST_TRANSPORT[transport]]
-    envd = [*hl, "--timeout", "10", "wait"]
-    if flavor == "e2b-rt":
-        return envd
-    ci = [*hl, "--timeout", str(CI_TRIES // 10), "wait", "49999"]
-    return ["sh", "-c", " ".join(envd) + " && " + " ".join(ci)]
+    hl = " ".join(["e2b-hostlink", *HOST_TRANSPORT[transport]])
+    steps = [f"{hl} --timeout 10 {' '.join(CLONE_STEP)}",
+             f"{hl} --timeout 10 wait --generation {{clone_generation}}",
+             f"{hl} --timeout 10 wait"]
+    if flavor != "e2b-rt":
+        steps.append(f"{hl} --timeout {CI_TRIES // 10} wait 49999")
+    return ["sh", "-c", " && ".join(steps)]
 
 
 FLAVORS = {

@@ -11,6 +11,8 @@
 #define VSOCK_PORT_RELAY            10000u
 /* mmds-serve's control API (Firecracker's PUT/PATCH/GET /mmds). */
 #define VSOCK_PORT_MMDS_CONTROL     10052u
+/* The clone step (e2b-clone, units/e2b-clone.socket). */
+#define VSOCK_PORT_CLONE            10053u
 
 /* The host's CID, the only peer the guest's control listener admits. */
 #define VSOCK_CID_HOST 2u

@@ -4,7 +4,7 @@
 HOSTLINK_LIB_SRCS := hostlink/link.c hostlink/http.c hostlink/io.c hostlink/text.c common/handshake.c
 
 TOOLS += e2b-hostlink
-e2b-hostlink_SRCS := hostlink/main.c hostlink/forward.c $(HOSTLINK_LIB_SRCS) common/bridge.c common/fileio.c common/decimal.c common/log.c
+e2b-hostlink_SRCS := hostlink/main.c hostlink/forward.c hostlink/clone.c $(HOSTLINK_LIB_SRCS) common/bridge.c common/fileio.c common/decimal.c common/log.c
 
 UNITS += hostlink-http-test
 hostlink-http-test_SRCS := hostlink/http_test.c hostlink/http.c hostlink/io.c hostlink/text.c

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "decimal.h"
 #include "fileio.h"
 #include "forward.h"
@@ -39,9 +40,15 @@ static void usage(FILE *f)
 		"                         %u and %u through their fixed relays, any other port through the\n"
 		"                         dynamic relay (vsock port %u), which refuses the guarded ones\n"
 		"  wait [GUESTPORT]       until GET /health on guest 127.0.0.1:GUESTPORT (default %u, envd) answers\n"
-		"                         204 (envd) or 200 (other ports); exit 0; within --timeout (default 30 s)\n",
+		"                         204 (envd) or 200 (other ports); exit 0; within --timeout (default 30 s)\n"
+		"  clone [--generation N] [--document FILE|-]\n"
+		"                         after a restore: host entropy (getrandom), the host's clock, generation N\n"
+		"                         (default: the clone's current + 1) and the clone's document to the guest's\n"
+		"                         clone step (vsock port %u); prints its answer; exit 0 only if it did all\n"
+		"  wait --generation N    until the clone step has taken generation N (within --timeout, default 30 s)\n"
+		"  prepare-snapshot       before a snapshot: the guest forgets its random seed and tokens, and syncs\n",
 		VSOCK_PORT_MMDS_CONTROL, VSOCK_PORT_ENVD, VSOCK_PORT_CODE_INTERPRETER, VSOCK_PORT_RELAY,
-		VSOCK_PORT_ENVD);
+		VSOCK_PORT_ENVD, VSOCK_PORT_CLONE);
 }
 
 static int parse_u32(const char *what, const char *text, uint32_t min, uint32_t max, uint32_t *out)
@@ -261,6 +268,145 @@ static int cmd_wait(const struct link *base, int budget_ms, uint16_t port)
 	return 1;
 }
 
+/* One request to the clone step; the answer line printed (escaped), to
+ * stdout when it is OK (if print), to stderr when it is ERR, with the
+ * socket and port. 0 on OK; -EPROTO on ERR; -errno when no answer came
+ * (`why` says why; printed unless quiet). */
+static int clone_call(const struct link *link, const char *what, clone_build_fn build, void *ctx, char *answer,
+		      size_t answer_len, bool print, bool quiet, char *why, size_t why_len)
+{
+	int r = clone_exchange(link, build, ctx, answer, answer_len, why, why_len);
+
+	if (r < 0) {
+		if (!quiet)
+			fprintf(stderr, "e2b-hostlink: %s port %u (clone step): %s: %s\n", link_name(link),
+				VSOCK_PORT_CLONE, what, why);
+		return r;
+	}
+	bool okay = strncmp(answer, "OK", 2) == 0 && (answer[2] == ' ' || answer[2] == '\0');
+	if (okay && !print)
+		return 0;
+	FILE *f = okay ? stdout : stderr;
+	if (!okay)
+		fprintf(f, "e2b-hostlink: %s port %u (clone step): %s refused: ", link_name(link), VSOCK_PORT_CLONE, what);
+	text_write(f, answer, strlen(answer), false);
+	fputc('\n', f);
+	return okay ? 0 : -EPROTO;
+}
+
+/* The clone's generation (status request); -errno, said why unless quiet. */
+static int clone_generation_now(const struct link *link, uint64_t *generation, bool quiet, char *why,
+				size_t why_len)
+{
+	char status[] = "E2B-CLONE/1 status\n\n", answer[CLONE_ANSWER_MAX];
+	int r = clone_call(link, "status", clone_build_fixed, status, answer, sizeof(answer), false, quiet, why,
+			   why_len);
+
+	if (r < 0)
+		return r;
+	if (clone_status_generation(answer, generation) < 0) {
+		snprintf(why, why_len, "status: unexpected answer");
+		if (!quiet) {
+			fprintf(stderr, "e2b-hostlink: %s port %u (clone step): status: unexpected answer: ",
+				link_name(link), VSOCK_PORT_CLONE);
+			text_write(stderr, answer, strlen(answer), false);
+			fputc('\n', stderr);
+		}
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int cmd_clone(const struct link *link, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "generation", required_argument, NULL, 'g' },
+		{ "document", required_argument, NULL, 'd' },
+		{ 0 },
+	};
+	_cleanup_free_ char *doc = NULL;
+	const char *doc_path = NULL;
+	char answer[CLONE_ANSWER_MAX], why[768];
+	uint64_t generation = 0;
+	size_t doc_len = 0;
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 'g') {
+			if (parse_decimal(optarg, 1, INT64_MAX, &generation) < 0) {
+				fprintf(stderr, "e2b-hostlink: clone --generation '%s': expected 1-%lld\n", optarg,
+					(long long)INT64_MAX);
+				return 2;
+			}
+		} else if (c == 'd')
+			doc_path = optarg;
+		else
+			return 2;
+	}
+	if (optind != argc) {
+		fprintf(stderr, "e2b-hostlink: clone: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (doc_path) {
+		r = read_document(doc_path, &doc, &doc_len);
+		const char *name = strcmp(doc_path, "-") != 0 ? doc_path : "stdin";
+		if (r < 0 || doc_len == 0) {
+			fprintf(stderr, "e2b-hostlink: clone --document %s: %s\n", name,
+				r == -EFBIG ? "too large" : r < 0 ? strerror(-r) : "empty");
+			return 1;
+		}
+	}
+	if (generation == 0) {
+		uint64_t now;
+		if (clone_generation_now(link, &now, false, why, sizeof(why)) < 0)
+			return 1;
+		generation = now + 1;
+	}
+	struct clone_step step = { .generation = generation, .document = doc, .document_len = doc_len };
+	return clone_call(link, "clone", clone_build_step, &step, answer, sizeof(answer), true, false, why,
+			  sizeof(why)) < 0;
+}
+
+/* The pool's warmup for a clone: ready once the clone step has taken
+ * exactly this generation; a clone that was never stepped stays at the
+ * snapshot's (0, prepare-snapshot clears it) and fails. */
+static int cmd_wait_generation(const struct link *base, int budget_ms, uint64_t want)
+{
+	int64_t deadline = io_now_ms() + budget_ms;
+	char why[768] = "no attempt made";
+	uint64_t now = 0;
+	unsigned tries = 0;
+
+	do {
+		struct link link = *base;
+		int64_t left = deadline - io_now_ms();
+		char attempt[sizeof(why)];
+		/* The whole budget for each attempt: the guest starts a process per
+		 * connection, which can take seconds on a loaded host. */
+		link.timeout_ms = (int)(left > 1 ? left : 1);
+		tries++;
+		int r = clone_generation_now(&link, &now, true, attempt, sizeof(attempt));
+		if (r == 0 && now == want) {
+			fprintf(stderr, "e2b-hostlink: %s: clone generation %llu after %u tries\n", link_name(base),
+				(unsigned long long)want, tries);
+			return 0;
+		}
+		/* An attempt the budget cut short says nothing about the guest:
+		 * the last real answer is what the user needs to read. */
+		if (r == 0)
+			snprintf(why, sizeof(why), "at generation %llu", (unsigned long long)now);
+		else if (!(r == -ETIMEDOUT && tries > 1))
+			snprintf(why, sizeof(why), "%s", attempt);
+		struct timespec pause = { 0, 50 * 1000 * 1000 };
+		nanosleep(&pause, NULL);
+	} while (io_now_ms() < deadline);
+	fprintf(stderr, "e2b-hostlink: %s port %u (clone step): not at generation %llu after %d ms and %u tries "
+		"(last: %s): the clone step did not run for this clone\n", link_name(base), VSOCK_PORT_CLONE,
+		(unsigned long long)want, budget_ms, tries, why);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -320,7 +466,16 @@ int main(int argc, char **argv)
 	const char *cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
-	if (strcmp(cmd, "wait") == 0 && argc <= 2) {
+	if (strcmp(cmd, "wait") == 0 && argc == 3 && strcmp(argv[1], "--generation") == 0) {
+		uint64_t gen;
+		if (parse_decimal(argv[2], 1, INT64_MAX, &gen) < 0) {
+			fprintf(stderr, "e2b-hostlink: wait --generation '%s': expected 1-%lld\n", argv[2],
+				(long long)INT64_MAX);
+			return 2;
+		}
+		return cmd_wait_generation(&link, link.timeout_ms > 0 ? link.timeout_ms : 30000, gen);
+	}
+	if (strcmp(cmd, "wait") == 0 && argc <= 2 && (argc < 2 || strncmp(argv[1], "--", 2) != 0)) {
 		uint32_t port = VSOCK_PORT_ENVD;
 		if (argc == 2 && parse_u32("wait: guest port", argv[1], 1, 65535, &port) < 0)
 			return 2;
@@ -332,6 +487,13 @@ int main(int argc, char **argv)
 		return cmd_mmds(&link, argc - 1, argv + 1);
 	if (strcmp(cmd, "forward") == 0)
 		return cmd_forward(&link, argc, argv);
+	if (strcmp(cmd, "clone") == 0)
+		return cmd_clone(&link, argc, argv);
+	if (strcmp(cmd, "prepare-snapshot") == 0 && argc == 1) {
+		char prepare[] = "E2B-CLONE/1 prepare-snapshot\n\n", answer[CLONE_ANSWER_MAX], why[768];
+		return clone_call(&link, "prepare-snapshot", clone_build_fixed, prepare, answer, sizeof(answer), true,
+				  false, why, sizeof(why)) < 0;
+	}
 	fprintf(stderr, "e2b-hostlink: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return 2;

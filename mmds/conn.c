@@ -450,11 +450,11 @@ static bool vsock_peer_admitted(struct mmds_server *s, int fd)
 {
 	uint32_t cid = 0;
 	char allowed[128];
-	int r = mmds_vsock_peer_cid(fd, &cid);
+	int r = vsock_peer_cid(fd, &cid);
 
-	if (r == 0 && mmds_vsock_peer_allowed(&s->cfg.vsock_policy, cid))
+	if (r == 0 && vsock_peer_allowed(&s->cfg.vsock_policy, cid))
 		return true;
-	mmds_vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
+	vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
 	if (r < 0)
 		log_warning("control over vsock: peer unknown (%s); closed", strerror(-r));
 	else

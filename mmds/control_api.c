@@ -1,5 +1,8 @@
 /* The host API, as Firecracker's /mmds: PUT replaces the document, PATCH
- * merges an RFC 7396 patch into it, GET reads it. Errors are
+ * merges an RFC 7396 patch into it, GET reads it. One call of our own:
+ * PUT /token-key draws a new token key, so every token minted before (in the
+ * template a clone was restored from) is refused; the clone step calls it
+ * after reseeding the kernel's CRNG, which the new key comes from. Errors are
  * {"fault_message": "..."}, like Firecracker's API. Bodies may be up to 4x
  * --max-size raw (pretty-printed); the compact result must fit --max-size. */
 #include <errno.h>
@@ -12,6 +15,8 @@
 #include "api.h"
 #include "cleanup.h"
 #include "document.h"
+#include "log.h"
+#include "token.h"
 
 static void respond_fault(struct mmds_conn *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -96,9 +101,36 @@ static json_t *document_from_body(struct mmds_conn *c, const struct http_request
 	return merged;
 }
 
+/* PUT /token-key: a new key from getrandom(); the old one is gone. */
+static void rotate_token_key(struct mmds_conn *c, const struct http_request *req)
+{
+	struct mmds_server *s = c->s;
+	struct token_authority *fresh = NULL;
+
+	if (!http_method_is(req, "PUT") || req->content_length != 0) {
+		respond_fault(c, 400, "PUT /token-key takes no body: %.*s with %zu bytes.", (int)req->method_len,
+			      req->method, req->content_length);
+		return;
+	}
+	int r = token_authority_new(NULL, 0, &fresh);
+	if (r < 0) {
+		respond_fault(c, 500, "token key: %s", strerror(-r));
+		return;
+	}
+	token_authority_free(s->tokens);
+	s->tokens = fresh;
+	log_notice("token key rotated by the host API: every token issued before is refused");
+	conn_respond(c, 204, NULL, NULL, NULL, 0, false);
+}
+
 static void control_api_handle(struct mmds_conn *c, const struct http_request *req)
 {
 	struct mmds_server *s = c->s;
+
+	if (req->path_len == 10 && memcmp(req->path, "/token-key", 10) == 0) {
+		rotate_token_key(c, req);
+		return;
+	}
 	bool get = http_method_is(req, "GET"), put = http_method_is(req, "PUT"),
 	     patch = http_method_is(req, "PATCH");
 

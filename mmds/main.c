@@ -40,7 +40,7 @@ static const struct mmds_config default_config = {
 	.request_timeout_usec = 1000000ULL,
 	.max_head = 4096,
 	.max_headers = 64,
-	.vsock_policy = { .cids = { MMDS_VSOCK_CID_HOST }, .n = 1 },
+	.vsock_policy = { .cids = { VSOCK_POLICY_CID_HOST }, .n = 1 },
 };
 
 static void usage(FILE *f)
@@ -132,7 +132,7 @@ static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 	case O_DOCUMENT: cfg->document_path = arg; break;
 	case O_LISTEN: cfg->listen = arg; break;
 	case O_CONTROL: cfg->control_path = arg; break;
-	case O_VSOCK_ALLOW: r = mmds_vsock_policy_parse(arg, &cfg->vsock_policy); break;
+	case O_VSOCK_ALLOW: r = vsock_policy_parse(arg, &cfg->vsock_policy); break;
 	case O_FD_STORE: cfg->fd_store = true; break;
 	case O_V1: cfg->v1 = true; break;
 	case O_EMPTY: r = parse_empty_mode(arg, &cfg->empty); break;
@@ -253,8 +253,8 @@ static void describe_vsock_listener(const struct mmds_server *s, int fd)
 {
 	uint32_t port = 0;
 	char allowed[128];
-	mmds_vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
-	(void)mmds_vsock_local_port(fd, &port);
+	vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
+	(void)vsock_local_port(fd, &port);
 	log_info("host API on vsock port %" PRIu32 "; peers allowed: CID %s", port, allowed);
 }
 

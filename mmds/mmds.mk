@@ -6,7 +6,7 @@ FUZZERS += fuzz-mmds-http fuzz-mmds-document
 mmds_CORE := mmds/http.c mmds/document.c mmds/token.c
 
 mmds-serve_SRCS := mmds/main.c mmds/listen.c mmds/conn.c mmds/respond.c mmds/guest_api.c mmds/control_api.c \
-	mmds/store.c mmds/fdstore.c mmds/vsock_policy.c $(mmds_CORE) common/fileio.c common/decimal.c common/log.c
+	mmds/store.c mmds/fdstore.c common/vsock_policy.c $(mmds_CORE) common/fileio.c common/decimal.c common/log.c
 # libcrypto linked statically, SHA-256 only: the shared library's load
 # alone costs ~3 MiB of RSS against a 4 MiB budget (mmds/README.md).
 # Recursive (=), resolved once on first use: parsing runs no pkg-config.
@@ -20,7 +20,7 @@ mmds-document-test_SRCS := mmds/document_test.c mmds/document.c
 mmds-document-test_PKGS := jansson
 mmds-token-test_SRCS := mmds/token_test.c mmds/token.c
 mmds-token-test_LDLIBS = $(mmds_LIBCRYPTO_A)
-mmds-vsock-policy-test_SRCS := mmds/vsock_policy_test.c mmds/vsock_policy.c
+mmds-vsock-policy-test_SRCS := common/vsock_policy_test.c common/vsock_policy.c
 
 fuzz-mmds-http_SRCS := mmds/http_fuzz.c mmds/http.c
 fuzz-mmds-document_SRCS := mmds/document_fuzz.c mmds/document.c

@@ -5,7 +5,7 @@
  *   control_api.c  the host API (PUT/PATCH/GET /mmds)
  *   store.c        the document: swap, file, recovery from the fd store
  *   fdstore.c      the document's copy in systemd's fd store
- *   vsock_policy.c which vsock peers may use the host API */
+ *   common/vsock_policy.c which vsock peers may use the host API */
 #ifndef MMDS_SERVER_H
 #define MMDS_SERVER_H
 
@@ -45,7 +45,7 @@ struct mmds_config {
 	uint64_t request_timeout_usec;
 	size_t max_head;
 	unsigned max_headers;
-	struct mmds_vsock_policy vsock_policy; /* who may use the vsock control */
+	struct vsock_policy vsock_policy; /* who may use the vsock control */
 	bool fd_store; /* keep the document in systemd's fd store */
 };
 

@@ -155,14 +155,18 @@ ship() {
     [ -z "${shipped[$unit]:-}" ] || return 0
     shipped[$unit]=1
     install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
-    if [ -f "$top/units/${unit%.service}.tmpfiles" ] && [ "${unit##*.}" = service ]; then
-        install -m 0644 "$top/units/${unit%.service}.tmpfiles" "$extra/usr/lib/tmpfiles.d/${unit%.service}.conf"
+    local base=${unit%.service}
+    base=${base%@}  # a template (e2b-clone@.service) has its NAME.tmpfiles too
+    if [ -f "$top/units/$base.tmpfiles" ] && [ "${unit##*.}" = service ]; then
+        install -m 0644 "$top/units/$base.tmpfiles" "$extra/usr/lib/tmpfiles.d/$base.conf"
     fi
-    # A socket without Service= activates the service of its own name.
+    # A socket without Service= activates the service of its own name, or
+    # with Accept=yes its template (NAME@.service).
     if [ "${unit##*.}" = socket ] && ! grep -q '^Service=' "$top/units/$unit"; then
-        [ -f "$top/units/${unit%.socket}.service" ] ||
-            die "unit $unit activates ${unit%.socket}.service: $top/units/${unit%.socket}.service not found"
-        ship "${unit%.socket}.service"
+        local svc=${unit%.socket}.service
+        grep -q '^Accept=yes' "$top/units/$unit" && svc=${unit%.socket}@.service
+        [ -f "$top/units/$svc" ] || die "unit $unit activates $svc: $top/units/$svc not found"
+        ship "$svc"
     fi
     for dep in $(sed -n 's/^\(Service\|Wants\|Requires\)=//p' "$top/units/$unit"); do
         dep=${dep/@%i./@.}  # a template's instance (vsock-proxy@%i.service) ships as the template

@@ -56,7 +56,7 @@ repro: tools
 # Runs inside the mkosi build (os-image/mkosi.build, via mkosi-chroot): the
 # tools the guest runs, compiled against the image's own libraries with
 # mk/c.mk's flags, stripped, installed into DESTDIR.
-GUEST_TOOLS ?= envd-guard mmds-serve vsock-relay
+GUEST_TOOLS ?= envd-guard mmds-serve vsock-relay e2b-clone
 guest-tools: $(addprefix $(build)/,$(GUEST_TOOLS))
 	install -d -m 0755 $(DESTDIR)/usr/local/bin
 	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/local/bin/)

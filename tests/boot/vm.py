@@ -265,7 +265,8 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
         f"E2B_TEST_CI_TRIES={ci_tries}\nE2B_TEST_CI_SECONDS={CI_SECONDS}\n")
 
 
-def build_initramfs(work: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> pathlib.Path:
+def build_initramfs(work: pathlib.Path, v: Variant, kin: dict, ci_tries: int, payload=None) -> pathlib.Path:
+    """PAYLOAD(dest, v, kin, ci_tries) lays out what /init copies (default: the boot probe's)."""
     tree = work / "initramfs"
     (tree / "bin").mkdir(parents=True)
     (tree / "lib" / "modules").mkdir(parents=True)
@@ -286,7 +287,7 @@ def build_initramfs(work: pathlib.Path, v: Variant, kin: dict, ci_tries: int) ->
             shutil.copy(mod, tree / "lib" / "modules" / name)
         lines.append(f"/lib/modules/{name}")
     (tree / "modules.order").write_text("\n".join(lines) + "\n")
-    build_payload(tree / "payload", v, kin, ci_tries)
+    (payload or build_payload)(tree / "payload", v, kin, ci_tries)
     out = work / "initramfs.cpio.gz"
     files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
     with open(out, "wb") as f:

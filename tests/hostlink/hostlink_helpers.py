@@ -17,9 +17,12 @@ FAKE = HERE / "fake_hybrid_vsock.py"
 
 
 @contextlib.contextmanager
-def fake_vmm(uds: pathlib.Path, mapping: dict):
-    """The stand-in VMM socket at UDS; MAPPING: vsock port -> "HOST:PORT" or "unix:PATH"."""
+def fake_vmm(uds: pathlib.Path, mapping: dict, user: str = ""):
+    """The stand-in VMM socket at UDS; MAPPING: vsock port -> "HOST:PORT" or "unix:PATH";
+    USER: run it as that user (what a guest service sees as its unix peer)."""
     argv = ["/usr/bin/python3", str(FAKE), "--uds", str(uds)]
+    if user:
+        argv = ["setpriv", f"--reuid={user}", "--regid=65534", "--clear-groups", *argv]
     for port, target in mapping.items():
         argv += ["--map", f"{port}={target}"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

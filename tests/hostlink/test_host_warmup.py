@@ -39,16 +39,21 @@ def templates(tmp, transport):
     return out
 
 
-def run_host(argv, uds):
-    argv = [a.replace("{vsock_uds}", str(uds)) for a in argv]
+def run_host(argv, uds, document="", generation="1"):
+    argv = [a.replace("{vsock_uds}", str(uds)).replace("{clone_generation}", generation)
+            .replace("{clone_document}", str(document)) for a in argv]
     env = {**os.environ, "PATH": f"{BUILD}:{os.environ['PATH']}"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=200, env=env)
 
 
 def test_cid_form(tmp_path):
     t = templates(tmp_path, "cid")
-    assert t["e2b-rt"]["hostWarmup"] == ["e2b-hostlink", "--cid", "{vsock_cid}", "--timeout", "10", "wait"]
-    assert "wait 49999" in t["e2b-ci"]["hostWarmup"][-1]
+    hl = "e2b-hostlink --cid {vsock_cid}"
+    assert t["e2b-rt"]["hostWarmup"] == [
+        "sh", "-c", f"{hl} --timeout 10 clone --generation {{clone_generation}} --document {{clone_document}} && "
+                    f"{hl} --timeout 10 wait --generation {{clone_generation}} && {hl} --timeout 10 wait"]
+    assert t["e2b-ci"]["hostWarmup"][-1].startswith(t["e2b-rt"]["hostWarmup"][-1] + " && ")
+    assert t["e2b-ci"]["hostWarmup"][-1].endswith("wait 49999")
 
 
 @pytest.fixture
@@ -58,16 +63,23 @@ def envd(tmp_path):
         yield f"unix:{sock}"
 
 
-def test_uds_host_warmup_runs(tmp_path, envd):
+def test_uds_host_warmup_fails_without_the_clone_step(tmp_path, envd):
+    """A clone whose guest has no clone step, or that the step refused, is
+    destroyed even though envd (the real one here) is ready. The warmup's
+    success runs against real clones in tests/boot/test_clone_snapshot.py:
+    its clone step steps the clock of the machine it runs on."""
     t = templates(tmp_path, "uds")
+    doc = tmp_path / "clone.json"
+    doc.write_text('{"instanceID": "isb-warmup"}')
     ci = LoopbackServer("http")
     try:
         with fake_vmm(tmp_path / "v.sock", {49983: envd, 49999: f"127.0.0.1:{ci.port}"}) as uds:
             for flavor in ("e2b-rt", "e2b-ci"):
-                cp = run_host(t[flavor]["hostWarmup"], uds)
-                assert cp.returncode == 0, (flavor, cp.stderr)
+                cp = run_host(t[flavor]["hostWarmup"], uds, doc)
+                assert cp.returncode == 1, (flavor, cp.stderr)
+                assert "a guest image without the clone step" in cp.stderr, cp.stderr
         with fake_vmm(tmp_path / "v.sock", {}) as uds:  # nothing listens: the clone is destroyed
-            cp = run_host([a.replace("10", "1") if a == "10" else a for a in t["e2b-rt"]["hostWarmup"]], uds)
-            assert cp.returncode == 1 and "not ready" in cp.stderr
+            cp = run_host(t["e2b-rt"]["hostWarmup"], uds, doc)
+            assert cp.returncode == 1 and "(clone step)" in cp.stderr
     finally:
         ci.close()

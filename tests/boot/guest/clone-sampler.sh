@@ -1,0 +1,67 @@
+# Test only (tests/boot/test_clone_snapshot.py): the guest end of the clone
+# test's control line, the second serial port (ttyS1). Blocked in a read of
+# that port when the host takes the snapshot, so the first thing a restored
+# clone does is take the host's next line and answer it; "sample" draws from
+# the kernel's CRNG with bash's $SRANDOM (getrandom(2), no fork before it) and
+# reads the clock with $EPOCHREALTIME, so nothing else uses the CRNG between
+# the restore and the draw. Reports facts only ("E2B-CLONE-TEST key=value"
+# lines); the expectations are in the test.
+set -u
+. /run/e2b-test/env
+T=/run/e2b-test
+MD=http://169.254.169.254
+
+exec 3<>/dev/ttyS1
+stty -F /dev/ttyS1 raw -echo
+say() { printf 'E2B-CLONE-TEST %s\n' "$*" >&3; }
+
+# The host reaches two vsock ports through these (the test's bridge stands in
+# for the VMM's vsock device; the guest side is the real vsock_loopback).
+socat "TCP-LISTEN:$E2B_TEST_CLONE_PORT,bind=$E2B_TEST_IP,fork,reuseaddr" VSOCK-CONNECT:1:10053 &
+socat "TCP-LISTEN:$E2B_TEST_ENVD_PORT,bind=$E2B_TEST_IP,fork,reuseaddr" VSOCK-CONNECT:1:49983 &
+# Every kernel uevent from now on, for the vmgenid report.
+udevadm monitor --kernel --property > "$T/uevents" 2>&1 &
+
+for i in $(seq 1 1200); do
+	curl -sf -o /dev/null http://127.0.0.1:49983/health && break
+	sleep 0.1
+done
+old_token=$(curl -s -X PUT -H 'X-metadata-token-ttl-seconds: 21600' "$MD/latest/api/token")
+md_get() { curl -s -o /dev/null -w '%{http_code}' -H "X-metadata-token: $1" "$MD/instanceID"; }
+say "ready envd=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49983/health) token_status=$(md_get "$old_token")"
+
+while IFS= read -r cmd <&3; do
+	case "$cmd" in
+	sample)
+		printf -v r '%08x%08x%08x%08x' "$SRANDOM" "$SRANDOM" "$SRANDOM" "$SRANDOM"
+		now=$EPOCHREALTIME
+		say "random=$r realtime_us=${now/./}" ;;
+	mint)
+		# The template's token, minted after prepare-snapshot, right before
+		# the snapshot: the clone step must make it useless.
+		old_token=$(curl -s -X PUT -H 'X-metadata-token-ttl-seconds: 21600' "$MD/latest/api/token")
+		say "token_status=$(md_get "$old_token")" ;;
+	token)
+		say "old_token_status=$(md_get "$old_token")" ;;
+	state)
+		fresh=$(curl -s -X PUT -H 'X-metadata-token-ttl-seconds: 60' "$MD/latest/api/token")
+		id=$(curl -s -H "X-metadata-token: $fresh" "$MD/instanceID")
+		gen=$(cat /run/e2b/clone-generation 2>/dev/null || echo none)
+		say "instance_id=$id generation=$gen machine_id=$(cat /etc/machine-id) hostname=$(hostname)" ;;
+	allow-cid1)
+		# The test image's drop-in: e2b-clone admits vsock_loopback (CID 1),
+		# which the shipped unit refuses.
+		mkdir -p /run/systemd/system/e2b-clone@.service.d
+		printf '[Service]\nEnvironment=E2B_CLONE_ALLOW_CID=1\n' \
+			> /run/systemd/system/e2b-clone@.service.d/50-test-cid1.conf
+		systemctl daemon-reload
+		say "allowed" ;;
+	vmgenid)
+		bound=$(ls /sys/bus/acpi/drivers/vmgenid 2>/dev/null | grep -c ':' || true)
+		dev=$(grep -l -i -E 'VMGENCTR|VM_GEN|QEMUVGID' /sys/bus/acpi/devices/*/hid /sys/bus/acpi/devices/*/modalias 2>/dev/null | head -1)
+		uev=$(grep -c NEW_VMGENID "$T/uevents" || true)
+		say "vmgenid_device=${dev:+present} vmgenid_bound=$bound new_vmgenid_uevents=$uev kernel=$(uname -r)" ;;
+	*)
+		say "unknown=$cmd" ;;
+	esac
+done
