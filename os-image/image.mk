@@ -29,6 +29,8 @@ pip_index       ?= $(PIP_INDEX_URL)
 # 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
 pack            ?= $(or $(PACK),1)
 mkosi_args      ?= $(MKOSI_ARGS)
+# The repository's URL, for the org.opencontainers.image.source label (none by default).
+source_url      ?=
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
@@ -37,7 +39,7 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
-        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)'
+        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

@@ -40,12 +40,18 @@ def test_pack_again_gives_the_same_digests(built, tmp_path):
     cp = run(["/usr/bin/python3", ROOT / "os-image/pack.py", "--tree", built.tree, "--out", out,
               "--flavor", "e2b-ci", "--distro", m["distro"], "--release", m["release"],
               "--epoch", m["source_date_epoch"], "--archives", built.dir / "work/archives.json",
-              "--artifacts", built.dir / "work/artifacts.jsonl", "--apt-lists", tmp_path / "no-lists"],
+              "--artifacts", built.dir / "work/artifacts.jsonl", "--apt-lists", tmp_path / "no-lists",
+              "--meta", built.dir / "work/meta.json"],
              timeout=3600)
     assert cp.returncode == 0, cp.stderr[-4000:]
     again = json.loads((out / "manifest.json").read_text())
     assert again["outputs"] == m["outputs"]
     assert again["packages"] == m["packages"]
+
+
+def test_labels_read_back_with_skopeo(built):
+    labels = testimages.check_labels(built, "e2b-ci", "e2b-ci", "10000,10052,49983,49999")
+    assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49999/health"
 
 
 def unit(tree, name):
