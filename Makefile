@@ -44,6 +44,7 @@ include guard/guard.mk
 include mmds/mmds.mk
 include relay/relay.mk
 include hostlink/hostlink.mk
+include template/template.mk
 include os-image/image.mk
 include ci/ci.mk
 

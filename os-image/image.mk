@@ -41,9 +41,15 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
         PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)'
 
+# A template directory (template/README.md): `make template=DIR` builds it on
+# its base flavor into out/<name>/ (os-image/template.sh).
+template        ?=
+FLAVORS         := $(notdir $(wildcard os-image/mkosi.profiles/*))
+TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)'
+
 .PHONY: image image-preflight repro guest-tools
 image: tools
-	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh)
 
 # Only the quick steps (apt sources, pinned artifacts, envd version, units):
 # what fails early in `make image`, without mkosi.
@@ -53,7 +59,7 @@ image-preflight: tools
 # Two builds of the same commit in separate directories (shared package
 # cache), compared byte for byte.
 repro: tools
-	$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) REPRO=1 bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh)
 
 # Runs inside the mkosi build (os-image/mkosi.build, via mkosi-chroot): the
 # tools the guest runs, compiled against the image's own libraries with
