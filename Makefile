@@ -2,7 +2,8 @@
 #
 # Targets:
 #   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
-#   make repro [flavor=]          build twice from scratch, compare every digest
+#   make template=DIR             build a template directory on its flavor into out/<name>/ (template/README.md)
+#   make repro [flavor=]          build twice from scratch, compare every digest (also template=DIR)
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
 #   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
 #   make templates registry=R     write out/templates/<flavor>.json, pinned by digest

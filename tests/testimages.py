@@ -369,6 +369,25 @@ def image(flavor: str) -> Built:
     raise ValueError(f"unknown flavor {flavor!r}")
 
 
+EXAMPLES = ROOT / "examples" / "templates"
+
+
+def build_template(directory: pathlib.Path, base: str, out: pathlib.Path) -> subprocess.CompletedProcess:
+    """`make image template=DIRECTORY out=OUT` with the session's recipes for
+    BASE (the template's base flavor); its outputs go to OUT/<name>/."""
+    return make(base, out, "image", f"template={directory}")
+
+
+@functools.lru_cache(maxsize=None)
+def template_image(name: str, base: str) -> Built:
+    """The session's build of examples/templates/NAME (on BASE, a flavor the
+    tests build anyway, so mkosi's cached installation is warm), into
+    out/test-templates/NAME/."""
+    out = ROOT / "out" / "test-templates"
+    shutil.rmtree(out / name, ignore_errors=True)
+    return Built(base, out / name, build_template(EXAMPLES / name, base, out))
+
+
 if __name__ == "__main__":
     # By hand: python3 tests/testimages.py FLAVOR OUT [make targets and variables…]
     import sys
