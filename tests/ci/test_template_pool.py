@@ -3,7 +3,7 @@ the pool template pins it by digest and its warmup waits for envd, then for
 the template's ready check (read from the image's labels), and fails with
 the check and its timeout when the check never passes -- run here against
 real listeners in a network namespace. The boot of a real template is
-tests/templates/test_template_boot.py."""
+tests/boot/test_template_boot.py."""
 import json
 import os
 import pathlib
