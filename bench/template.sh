@@ -25,7 +25,7 @@ build() { # ARGS...: one make image into out/bench-template, its seconds on stdo
     t1=$(now)
     /usr/bin/python3 -c "print(f'{$t1 - $t0:.1f}')"
 }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # Fill the caches (not timed).
