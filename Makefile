@@ -2,7 +2,8 @@
 #
 # Targets:
 #   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
-#   make repro [flavor=]          build twice from scratch, compare every digest
+#   make template=DIR             build a template directory on its flavor into out/<name>/ (template/README.md)
+#   make repro [flavor=]          build twice from scratch, compare every digest (also template=DIR)
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
 #   make clone-test               snapshot a warm e2b-rt in QEMU, restore clones, check the clone step
 #   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
@@ -46,6 +47,7 @@ include mmds/mmds.mk
 include relay/relay.mk
 include hostlink/hostlink.mk
 include clone/clone.mk
+include template/template.mk
 include os-image/image.mk
 include ci/ci.mk
 

@@ -15,20 +15,7 @@ flavor=${flavor:-e2b-rt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-recipes=${BENCH_RECIPES:-}
-make_args=${BENCH_MAKE_ARGS:-}
-if [ -z "$recipes" ]; then
-    # The session's mirror lives as long as its Python process: make our own.
-    eval "$(/usr/bin/python3 - "$tmp" <<'PY'
-import sys, pathlib
-sys.path.insert(0, "tests")
-import testimages as t
-d = pathlib.Path(sys.argv[1]) / "mirror"
-t.fill_pin_mirror(d)
-print(f"recipes={t.SHIPPED_RECIPES}; make_args='pin_mirror=file://{d}'")
-PY
-)"
-fi
+. bench/lib/test-recipes.sh
 
 now() { date +%s.%N; }
 secs() { /usr/bin/python3 -c "print(f'{$2 - $1:.1f}')"; }

@@ -18,6 +18,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from ocidigest import DigestError, built_digest  # noqa: E402
+from template_warmup import template_spec  # noqa: E402
 
 # Budgets fit the boot times measured by tests/boot (bench/README.md, "Boot"):
 # envd answers well inside the pool's 200 x 50 ms; the e2b-ci API server
@@ -78,10 +79,10 @@ def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.P
         if p.get("registry") == registry and (tag is None or p.get("tag") == tag):
             if p.get("digest") != digest:
                 raise DigestError(f"{pub}: pushed digest {p.get('digest')} != built {digest}")
-    spec = FLAVORS[flavor]
+    spec = FLAVORS.get(flavor) or template_spec(out_dir, flavor, FLAVORS)
     t = {"template": reference(registry, flavor, digest), "net": "none",
          "size": spec["size"], "warm": spec["warm"], "warmup": list(spec["warmup"])}
-    if host:
+    if host and flavor in FLAVORS:  # a template's ready check runs in the clone only
         t["hostWarmup"] = host_warmup(flavor, host)
     return t
 
@@ -102,8 +103,9 @@ def main() -> int:
     dest = a.dest or a.out_dir / "templates"
     dest.mkdir(parents=True, exist_ok=True)
     for flavor in a.flavors:
-        if flavor not in FLAVORS:
-            print(f"templates: {flavor}: unknown flavor (known: {', '.join(FLAVORS)})", file=sys.stderr)
+        if flavor not in FLAVORS and not template_spec(a.out_dir, flavor, FLAVORS):
+            print(f"templates: {flavor}: neither a flavor ({', '.join(FLAVORS)}) nor a template built "
+                  f"into {a.out_dir}/{flavor}/ (make template=DIR)", file=sys.stderr)
             return 2
         try:
             t = template_for(flavor, a.registry.removeprefix("docker://"), a.tag, a.out_dir, a.host_warmup)

@@ -10,6 +10,8 @@
 #   MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE PIN_MIRROR (empty: none)
 #   OFFLINE ROOTFS_HEADROOM_MB SOURCE_DATE_EPOCH (default: the commit's time)
 #   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
+#   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
+#   TEMPLATE_JSON (set by os-image/template.sh: a template on FLAVOR, for its labels)
 #   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
@@ -220,9 +222,13 @@ if [ "$PACK" = 0 ]; then
     say "done (PACK=0): mkosi output in $work/mkosi-out"
     exit 0
 fi
+# Label inputs (os-image/labels.py): the flavor's defaults (or the
+# template's), the commit.
+$py "$here/labels.py" --flavor "$FLAVOR" --repo "$top" --source "${SOURCE_URL:-}" \
+    ${TEMPLATE_JSON:+--template "$TEMPLATE_JSON"} --out "$work/meta.json" || die "labels: no meta file (see above)"
 $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
-    --headroom-mb "$ROOTFS_HEADROOM_MB" || die "pack failed"
+    --headroom-mb "$ROOTFS_HEADROOM_MB" --meta "$work/meta.json" || die "pack failed"
 say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

@@ -29,6 +29,8 @@ pip_index       ?= $(PIP_INDEX_URL)
 # 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
 pack            ?= $(or $(PACK),1)
 mkosi_args      ?= $(MKOSI_ARGS)
+# The repository's URL, for the org.opencontainers.image.source label (none by default).
+source_url      ?=
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
@@ -37,11 +39,17 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
-        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)'
+        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)'
+
+# A template directory (template/README.md): `make template=DIR` builds it on
+# its base flavor into out/<name>/ (os-image/template.sh).
+template        ?=
+FLAVORS         := $(notdir $(wildcard os-image/mkosi.profiles/*))
+TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools
-	$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh)
 
 # Only the quick steps (apt sources, pinned artifacts, envd version, units):
 # what fails early in `make image`, without mkosi.
@@ -51,7 +59,7 @@ image-preflight: tools
 # Two builds of the same commit in separate directories (shared package
 # cache), compared byte for byte.
 repro: tools
-	$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) REPRO=1 bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh)
 
 # Runs inside the mkosi build (os-image/mkosi.build, via mkosi-chroot): the
 # tools the guest runs, compiled against the image's own libraries with

@@ -30,6 +30,8 @@ import tempfile
 import time
 import uuid
 
+import labels as image_labels
+
 MiB = 1024 * 1024
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -91,7 +93,7 @@ def put_blob(oci, data_or_path):
     return f"sha256:{digest}", size
 
 
-def write_oci(oci, tar_path, gz_path, flavor, epoch, release, distro):
+def write_oci(oci, tar_path, gz_path, flavor, epoch, labels):
     if os.path.exists(oci):
         shutil.rmtree(oci)
     os.makedirs(oci)
@@ -105,10 +107,7 @@ def write_oci(oci, tar_path, gz_path, flavor, epoch, release, distro):
         "config": {
             "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
             "Cmd": ["/sbin/init"],
-            "Labels": {
-                "org.opencontainers.image.title": flavor,
-                "org.e2b-images.distro": f"{distro}/{release}",
-            },
+            "Labels": labels,
         },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": created, "created_by": f"e2b-images os-image ({flavor})"}],
@@ -119,8 +118,7 @@ def write_oci(oci, tar_path, gz_path, flavor, epoch, release, distro):
         "mediaType": OCI_MANIFEST,
         "config": {"mediaType": OCI_CONFIG, "digest": config_digest, "size": config_size},
         "layers": [{"mediaType": OCI_LAYER, "digest": layer_digest, "size": layer_size}],
-        "annotations": {"org.opencontainers.image.created": created,
-                        "org.opencontainers.image.title": flavor},
+        "annotations": labels,
     }
     manifest_digest, manifest_size = put_blob(oci, canonical_json(manifest))
     index = {
@@ -277,7 +275,16 @@ def main(argv):
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--apt-lists", required=True)
     ap.add_argument("--headroom-mb", type=int, default=256)
+    ap.add_argument("--meta", required=True, help="build.sh's label inputs (labels.META_KEYS)")
     a = ap.parse_args(argv)
+    with open(a.archives, encoding="utf-8") as f:
+        archive = archive_state(json.load(f), a.apt_lists)
+    try:
+        labels = image_labels.labels(a.tree, image_labels.read_meta(a.meta), a.epoch, a.distro,
+                                     a.release, archive)
+    except (image_labels.LabelError, OSError, ValueError) as e:
+        print(f"pack: labels: {e}", file=sys.stderr)
+        return 1
 
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pack-", dir=a.out) as work:
@@ -285,10 +292,8 @@ def main(argv):
         ext4 = write_ext4(tar_path, os.path.join(a.out, "rootfs.ext4"), a.flavor, a.epoch,
                           a.headroom_mb)
         oci = write_oci(os.path.join(a.out, "oci"), tar_path, gz_path, a.flavor, a.epoch,
-                        a.release, a.distro)
+                        labels)
 
-    with open(a.archives, encoding="utf-8") as f:
-        archives = json.load(f)
     with open(a.artifacts, encoding="utf-8") as f:
         artifacts = [json.loads(l) for l in f if l.strip()]
     manifest = {
@@ -296,9 +301,10 @@ def main(argv):
         "distro": a.distro,
         "release": a.release,
         "source_date_epoch": a.epoch,
-        "archive": archive_state(archives, a.apt_lists),
+        "archive": archive,
         "packages": dpkg_packages(a.tree),
         "artifacts": sorted(artifacts, key=lambda x: x["name"]),
+        "labels": labels,
         "outputs": {"oci": oci, "rootfs.ext4": ext4},
     }
     with open(os.path.join(a.out, "manifest.json"), "w", encoding="utf-8") as f:

@@ -313,6 +313,41 @@ class Built:
                 f"{self.cp.stdout[-4000:]}\n{self.cp.stderr[-8000:]}")
 
 
+def skopeo_labels(oci_dir: pathlib.Path) -> tuple[dict, dict]:
+    """An OCI layout's labels (config, `skopeo inspect`) and its manifest's
+    annotations (`skopeo inspect --raw`), as a control plane reads them."""
+    ref = f"oci:{oci_dir}:latest"
+    inspect = subprocess.run(["skopeo", "inspect", ref], capture_output=True, text=True, check=True)
+    raw = subprocess.run(["skopeo", "inspect", "--raw", ref], capture_output=True, text=True, check=True)
+    return json.loads(inspect.stdout)["Labels"], json.loads(raw.stdout)["annotations"]
+
+
+def check_labels(built: "Built", name: str, flavor: str, vsock_ports: str) -> dict:
+    """The labels every image carries (os-image/labels.py), read back with
+    skopeo and checked against the image's own files; returns them."""
+    labels, annotations = skopeo_labels(built.dir / "oci")
+    assert labels == annotations
+    m = built.manifest
+    assert m["labels"] == labels
+    oci = "org.opencontainers.image."
+    for k in ("title", "description", "version", "revision", "created", "licenses", "base.name", "base.digest"):
+        assert labels.get(oci + k), f"{oci + k} missing: {labels}"
+    assert labels[oci + "title"] == name
+    assert labels[oci + "created"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(m["source_date_epoch"]))
+    assert labels[oci + "revision"] == subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                                                      capture_output=True, text=True).stdout.strip()
+    ours = "org.e2b-images."
+    # The control plane's envd version is the one in the same image.
+    assert labels[ours + "envd-version"] == (built.tree / "etc/envd-version").read_text().strip()
+    assert labels[ours + "name"] == name and labels[ours + "flavor"] == flavor
+    assert labels[ours + "guarded-ports"] == "49983,49999,8888"
+    assert labels[ours + "vsock-ports"] == vsock_ports
+    assert int(labels[ours + "vcpu"]) >= 1 and int(labels[ours + "memory-mb"]) >= 128
+    assert labels[ours + "ready"].split()[0] in ("port", "url", "process", "file", "command")
+    assert int(labels[ours + "ready-timeout"]) >= 1
+    return labels
+
+
 @functools.lru_cache(maxsize=None)
 def image(flavor: str) -> Built:
     """The session's build of FLAVOR, made on first use.
@@ -332,6 +367,25 @@ def image(flavor: str) -> Built:
         shutil.rmtree(out, ignore_errors=True)
         return Built(flavor, out / flavor, make(flavor, out, "image"))
     raise ValueError(f"unknown flavor {flavor!r}")
+
+
+EXAMPLES = ROOT / "examples" / "templates"
+
+
+def build_template(directory: pathlib.Path, base: str, out: pathlib.Path) -> subprocess.CompletedProcess:
+    """`make image template=DIRECTORY out=OUT` with the session's recipes for
+    BASE (the template's base flavor); its outputs go to OUT/<name>/."""
+    return make(base, out, "image", f"template={directory}")
+
+
+@functools.lru_cache(maxsize=None)
+def template_image(name: str, base: str) -> Built:
+    """The session's build of examples/templates/NAME (on BASE, a flavor the
+    tests build anyway, so mkosi's cached installation is warm), into
+    out/test-templates/NAME/."""
+    out = ROOT / "out" / "test-templates"
+    shutil.rmtree(out / name, ignore_errors=True)
+    return Built(base, out / name, build_template(EXAMPLES / name, base, out))
 
 
 if __name__ == "__main__":

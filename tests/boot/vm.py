@@ -75,6 +75,7 @@ class Variant:
     stop_guard: bool = False
     timeout: float = 300.0
     sdk: bool = False  # E2B's SDKs drive the guest from the host after the probe (sdk_host.py)
+    template_warmup: str = ""  # a template's pool warmup, run by guest/template.sh (test_template_boot.py)
 
     @property
     def id(self) -> str:
@@ -228,7 +229,7 @@ TEST_UNITS = {
     "e2b-test-readiness.service": ["envd.service"],
     "e2b-test-listen@.service": [],  # started by the probe
 }
-PROBE_TOOLS = ["probe.sh", "readiness.sh", "vsock.sh", "sdk-reset.sh"]
+PROBE_TOOLS = ["probe.sh", "readiness.sh", "vsock.sh", "sdk-reset.sh", "template.sh"]
 
 
 def install_units(units: pathlib.Path, v: Variant) -> None:
@@ -258,6 +259,7 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
     (t / "www" / "index.html").write_text("e2b-test-open-port\n")
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
+        f"E2B_TEST_TEMPLATE_WARMUP={base64.b64encode(v.template_warmup.encode()).decode()}\n"
         f"E2B_TEST_SDK={int(v.sdk)}\nE2B_TEST_SDK_FORWARDS=\"{' '.join(f'{l}:{g}' for l, g in sdk_host.FORWARDS.items())}\"\n"
         f"E2B_TEST_SDK_RESET_PORT={sdk_host.RESET_PORT}\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"

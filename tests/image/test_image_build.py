@@ -114,6 +114,14 @@ def test_oci_blobs_match_their_digests(built):
     assert entry["size"] == manifest_blob.stat().st_size
 
 
+def test_labels_read_back_with_skopeo(built):
+    labels = testimages.check_labels(built, "e2b-rt", "e2b-rt", "10000,10052,49983")
+    assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49983/health"
+    # A flavor's base is the archive it was installed from, pinned by its InRelease.
+    suite = built.manifest["archive"]["suites"][0]
+    assert labels["org.opencontainers.image.base.digest"] == "sha256:" + suite["inrelease_sha256"]
+
+
 def test_ext4_passes_e2fsck(built):
     img = built.dir / "rootfs.ext4"
     cp = subprocess.run(["e2fsck", "-fn", str(img)], capture_output=True, text=True, timeout=300)

@@ -37,15 +37,27 @@ def tree(built):
 def test_pack_again_gives_the_same_digests(built, tmp_path):
     m = built.manifest
     out = tmp_path / "again"
+    # Without the apt lists the archive's InRelease is unknown, so the base
+    # the build recorded goes in the meta file, which takes precedence.
+    meta = json.loads((built.dir / "work/meta.json").read_text())
+    meta["base_name"] = m["labels"]["org.opencontainers.image.base.name"]
+    meta["base_digest"] = m["labels"]["org.opencontainers.image.base.digest"]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
     cp = run(["/usr/bin/python3", ROOT / "os-image/pack.py", "--tree", built.tree, "--out", out,
               "--flavor", "e2b-ci", "--distro", m["distro"], "--release", m["release"],
               "--epoch", m["source_date_epoch"], "--archives", built.dir / "work/archives.json",
-              "--artifacts", built.dir / "work/artifacts.jsonl", "--apt-lists", tmp_path / "no-lists"],
+              "--artifacts", built.dir / "work/artifacts.jsonl", "--apt-lists", tmp_path / "no-lists",
+              "--meta", tmp_path / "meta.json"],
              timeout=3600)
     assert cp.returncode == 0, cp.stderr[-4000:]
     again = json.loads((out / "manifest.json").read_text())
     assert again["outputs"] == m["outputs"]
     assert again["packages"] == m["packages"]
+
+
+def test_labels_read_back_with_skopeo(built):
+    labels = testimages.check_labels(built, "e2b-ci", "e2b-ci", "10000,10052,49983,49999")
+    assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49999/health"
 
 
 def unit(tree, name):

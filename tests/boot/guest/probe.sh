@@ -331,6 +331,7 @@ else
 	section_net
 	section_envd_real
 	section_vsock
+	[ -n "${E2B_TEST_TEMPLATE_WARMUP:-}" ] && . "$T/template.sh"
 	[ "$E2B_TEST_SDK" = 1 ] && section_sdk_forwards
 	[ "$E2B_TEST_STOP_GUARD" = 1 ] && section_stop_guard
 	section_test_listeners

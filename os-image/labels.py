@@ -1,0 +1,203 @@
+"""The labels (OCI config) and annotations (OCI manifest) every image carries.
+
+Two sets of keys, both as strings:
+
+  org.opencontainers.image.*   the standard keys of the OCI image spec:
+      title, description, version, revision, source, created, licenses,
+      base.name, base.digest
+  org.e2b-images.*             ours (os-image/README.md, "Labels"):
+      name, flavor, distro, envd-version, guarded-ports, vsock-ports,
+      vcpu, memory-mb, ready, ready-timeout
+
+What the image itself decides is read from the packed tree, so a label can
+never disagree with the image: the envd version from /etc/envd-version, the
+guarded ports from /etc/e2b/guarded-ports, the vsock ports from the socket
+units systemd enables. The rest comes from build.sh's meta file (META_KEYS).
+`created` is SOURCE_DATE_EPOCH, so the labels keep builds reproducible.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+PREFIX = "org.e2b-images."
+OCI = "org.opencontainers.image."
+# build.sh's meta file: every key required, "" where it has no value.
+META_KEYS = ("name", "flavor", "description", "version", "revision", "source", "licenses",
+             "base_name", "base_digest", "vcpu", "memory_mb", "ready", "ready_timeout")
+UNIT_DIRS = ("etc/systemd/system", "usr/lib/systemd/system")
+
+
+class LabelError(Exception):
+    pass
+
+
+def read_meta(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    missing = [k for k in META_KEYS if k not in meta]
+    if missing:
+        raise LabelError(f"{path}: missing {', '.join(missing)}")
+    return {k: str(meta[k]) for k in META_KEYS}
+
+
+def envd_version(tree: str) -> str:
+    path = os.path.join(tree, "etc/envd-version")
+    try:
+        with open(path, encoding="utf-8") as f:
+            v = f.read().strip()
+    except OSError as e:
+        raise LabelError(f"{path}: {e.strerror}: the image has no envd version") from None
+    if not v:
+        raise LabelError(f"{path}: empty")
+    return v
+
+
+def guarded_ports(tree: str) -> str:
+    path = os.path.join(tree, "etc/e2b/guarded-ports")
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = re.fullmatch(r"E2B_GUARDED_PORTS=([0-9,]+)", line.strip())
+                if m:
+                    return m.group(1)
+    except OSError as e:
+        raise LabelError(f"{path}: {e.strerror}: the image has no guarded ports") from None
+    raise LabelError(f"{path}: no E2B_GUARDED_PORTS= line")
+
+
+def _unit_file(tree: str, name: str) -> str | None:
+    """The file systemd would load for NAME (an instance loads its template)."""
+    candidates = [name]
+    m = re.fullmatch(r"([^@]+@)[^.]+(\.[a-z]+)", name)
+    if m:
+        candidates.append(m.group(1) + m.group(2))
+    for d in UNIT_DIRS:
+        for c in candidates:
+            p = os.path.join(tree, d, c)
+            if os.path.isfile(p):
+                return p
+    return None
+
+
+def vsock_ports(tree: str) -> str:
+    """Ports of ListenStream=vsock::N in every socket unit enabled in the tree
+    (a *.wants/ link under /etc/systemd/system), %i replaced by the instance."""
+    ports = set()
+    etc = os.path.join(tree, "etc/systemd/system")
+    for wants in sorted(os.listdir(etc)) if os.path.isdir(etc) else ():
+        if not wants.endswith(".wants"):
+            continue
+        for name in sorted(os.listdir(os.path.join(etc, wants))):
+            if not name.endswith(".socket"):
+                continue
+            path = _unit_file(tree, name)
+            if path is None:
+                continue
+            instance = name.split("@", 1)[1].rsplit(".", 1)[0] if "@" in name else ""
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    m = re.fullmatch(r"ListenStream=vsock::(\S+)", line.strip())
+                    if m:
+                        port = m.group(1).replace("%i", instance)
+                        if port.isdigit():
+                            ports.add(int(port))
+    return ",".join(str(p) for p in sorted(ports))
+
+
+def archive_base(distro: str, release: str, archive: dict) -> tuple[str, str]:
+    """A flavor is built from the Debian archive, not from an image: its base
+    is that archive's suite, pinned by the sha256 of the InRelease it was
+    installed from (manifest.json's archive.suites[0]); no digest when the
+    build kept no InRelease."""
+    suites = archive.get("suites") or [{}]
+    digest = suites[0].get("inrelease_sha256")
+    return f"{distro}/{release}", f"sha256:{digest}" if digest else ""
+
+
+def labels(tree: str, meta: dict, epoch: int, distro: str, release: str, archive: dict) -> dict:
+    """Every label, by key; empty values are left out (e.g. no source URL)."""
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    if not meta["base_name"]:
+        meta = dict(meta)
+        meta["base_name"], meta["base_digest"] = archive_base(distro, release, archive)
+    out = {
+        OCI + "title": meta["name"],
+        OCI + "description": meta["description"],
+        OCI + "version": meta["version"],
+        OCI + "revision": meta["revision"],
+        OCI + "source": meta["source"],
+        OCI + "created": created,
+        OCI + "licenses": meta["licenses"],
+        OCI + "base.name": meta["base_name"],
+        OCI + "base.digest": meta["base_digest"],
+        PREFIX + "name": meta["name"],
+        PREFIX + "flavor": meta["flavor"],
+        PREFIX + "distro": f"{distro}/{release}",
+        PREFIX + "envd-version": envd_version(tree),
+        PREFIX + "guarded-ports": guarded_ports(tree),
+        PREFIX + "vsock-ports": vsock_ports(tree),
+        PREFIX + "vcpu": meta["vcpu"],
+        PREFIX + "memory-mb": meta["memory_mb"],
+        PREFIX + "ready": meta["ready"],
+        PREFIX + "ready-timeout": meta["ready_timeout"],
+    }
+    return {k: v for k, v in out.items() if v != ""}
+
+
+def git(repo: str, *args: str) -> str:
+    cp = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+    return cp.stdout.strip() if cp.returncode == 0 else ""
+
+
+def write_meta(argv) -> int:
+    """labels.py --flavor F [--template JSON] --repo TOP --out FILE: build.sh's
+    meta file, from os-image/flavors.json (a flavor's defaults) and the
+    template's JSON (build/e2b-template --json), which overrides them."""
+    ap = argparse.ArgumentParser(prog="labels.py")
+    ap.add_argument("--flavor", required=True)
+    ap.add_argument("--template", help="the template's JSON, from build/e2b-template")
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--source", default="", help="the repository's URL (make source_url=)")
+    ap.add_argument("--base-name", default="")
+    ap.add_argument("--base-digest", default="")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    flavors_json = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flavors.json")
+    with open(flavors_json, encoding="utf-8") as f:
+        flavors = json.load(f)
+    if a.flavor not in flavors:
+        print(f"labels: flavor {a.flavor}: not in {flavors_json}", file=sys.stderr)
+        return 1
+    d = flavors[a.flavor]
+    meta = {"name": a.flavor, "flavor": a.flavor, "description": d["description"],
+            "vcpu": d["vcpu"], "memory_mb": d["memory_mb"], "ready": d["ready"],
+            "ready_timeout": d["ready_timeout"]}
+    if a.template:
+        with open(a.template, encoding="utf-8") as f:
+            t = json.load(f)
+        meta["name"] = t["name"]
+        meta["description"] = t.get("description") or f"{t['name']}: a template on {a.flavor}"
+        for k in ("vcpu", "memory_mb", "ready", "ready_timeout"):
+            if t.get(k) not in (None, ""):
+                meta[k] = t[k]
+    meta.update({
+        "revision": git(a.repo, "rev-parse", "HEAD"),
+        "version": git(a.repo, "describe", "--tags", "--always", "--dirty"),
+        "source": a.source,
+        # No single license covers an image of Debian packages: each package's
+        # terms are in its /usr/share/doc/<package>/copyright (SPDX NOASSERTION).
+        "licenses": "NOASSERTION",
+        "base_name": a.base_name, "base_digest": a.base_digest,
+    })
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump({k: meta[k] for k in META_KEYS}, f, sort_keys=True, indent=2)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(write_meta(sys.argv[1:]))

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `make template=DIR` (and `make repro template=DIR`): a user's template,
+# built as a layer over its base flavor in the same build (os-image/build.sh
+# with the flavor's profile), so it shares our units, guard, pins, caches
+# and the reproducibility gate. Called by os-image/image.mk with IMAGE_ENV
+# and:
+#   TEMPLATE  the template directory (template/README.md)
+#   OUTROOT   out/: the template goes to OUTROOT/<name>/ (OUTROOT/repro/<name>/ with REPRO=1)
+#   FLAVORS   the flavors, which a template's base must be one of and its name none of
+#
+# Order: the template is read and checked (build/e2b-template) and staged
+# before build.sh runs, so a bad template stops before anything is built.
+# Its packages are mkosi VolatilePackages=, installed over the flavor's
+# cached package installation (not part of mkosi's cache key), so a template
+# build is as warm as its flavor's.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+die() { echo "template: $*" >&2; exit 1; }
+for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON; do
+    [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
+done
+[ -d "$TEMPLATE" ] || die "template=$TEMPLATE: not a directory"
+[ -f "$TEMPLATE/template.conf" ] || die "template=$TEMPLATE: no template.conf in it (see template/README.md)"
+[ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
+
+stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
+out=
+made_out=0
+finish() {
+    local rc=$?
+    rm -rf "$stage"
+    # Nothing half-built: a failed first build leaves no out/<name>/.
+    if [ "$rc" != 0 ] && [ "$made_out" = 1 ]; then rm -rf "$out"; fi
+}
+trap finish EXIT
+
+json=$stage/template.json
+"$TOOLS/e2b-template" --dir "$TEMPLATE" --flavors "$FLAVORS" > "$json" || exit 1
+field() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]
+print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$json" "$1"; }
+name=$(field name)
+base=$(field base)
+case "$base" in
+    oci:*|docker-archive:*)
+        die "$TEMPLATE/template.conf: base $base: builder mode (a base image of one's own) is not supported by this build yet; use a flavor: $FLAVORS" ;;
+esac
+
+# The staged layer: the files at their destinations (mode set; owners and
+# build commands applied by template.postinst), the env, the start unit.
+tree=$stage/tree
+"$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
+
+if [ "${REPRO:-0}" = 1 ]; then out=$OUTROOT/repro/$name; else out=$OUTROOT/$name; fi
+[ -e "$out" ] || made_out=1
+mkdir -p "$out"
+args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
+      --finalize-script "$here/template.finalize")
+for p in $(field packages); do args+=(--volatile-package "$p"); done
+echo "template: $name on $base -> $out" >&2
+export FLAVOR=$base OUT=$out TEMPLATE_JSON=$json MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
+if [ "${REPRO:-0}" = 1 ]; then
+    bash "$here/repro.sh"
+else
+    bash "$here/build.sh"
+fi

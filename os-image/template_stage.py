@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""Stage a template (build/e2b-template's JSON) as a mkosi extra tree:
+
+  usr/lib/e2b-template-build/files.d/NNN    the template's files, installed by template.postinst
+  usr/lib/e2b-template-build/files          "NNN DEST OWNER GROUP MODE" lines, one a file
+  usr/lib/e2b-template-build/run/NNN        the build commands, in order (template.postinst)
+  etc/e2b/template.env                      the env, for the start unit
+  etc/profile.d/e2b-template-env.sh         the env, for envd's commands (`bash -l -c`)
+  usr/lib/e2b-template/start                the start command, run by
+  usr/lib/systemd/system/e2b-template.service   as `user`, after envd, restarted
+  usr/lib/systemd/system-preset/05-e2b-template.preset
+
+A file may not land where the image's guard, envd or units live: those are
+not the template's to replace (template.finalize checks what the build
+commands did to them).
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+BUILD = "usr/lib/e2b-template-build"
+UNIT = "e2b-template.service"
+# Destinations a template's files may not write: the guard, envd, the relays
+# and every unit and preset (the build's own, e.g. envd-guard.service).
+PROTECTED_DIRS = ("/etc/e2b/", "/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/lib/e2b-template",
+                  "/usr/lib/e2b-template-build/")
+PROTECTED_FILES = ("/usr/local/bin/envd", "/usr/local/bin/envd-guard", "/usr/local/bin/mmds-serve",
+                   "/usr/local/bin/vsock-relay", "/etc/envd-version", "/etc/sudoers.d/user")
+
+
+def unit(t: dict) -> str:
+    return f"""# The template {t['name']}'s start command (template.conf `start =`), written by
+# os-image/template_stage.py: as `user`, after envd, restarted by systemd.
+[Unit]
+Description=Template {t['name']}: start command
+After=envd.service network.target
+Wants=envd.service
+StartLimitIntervalSec=10
+StartLimitBurst=5
+
+[Service]
+User=user
+Group=user
+WorkingDirectory=/home/user
+Environment=HOME=/home/user USER=user
+EnvironmentFile=-/etc/e2b/template.env
+ExecStart=/usr/lib/e2b-template/start
+Restart={t['restart']}
+RestartSec=1
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def protected(dest: str) -> bool:
+    return dest in PROTECTED_FILES or any(dest.startswith(d) or dest + "/" == d for d in PROTECTED_DIRS)
+
+
+def write(tree: str, rel: str, text: str, mode: int = 0o644) -> None:
+    path = os.path.join(tree, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def stage(t: dict, tree: str, conf: str) -> None:
+    files = []
+    for f in t["files"]:
+        if protected(f["dest"]):
+            raise ValueError(f"{conf}:{f['line']}: key 'file': {f['dest']} belongs to the image's guard, envd or "
+                             "units and is not a template's to replace; choose another destination")
+        n = f"{len(files) + 1:03d}"
+        os.makedirs(os.path.join(tree, BUILD, "files.d"), exist_ok=True)
+        shutil.copyfile(f["src"], os.path.join(tree, BUILD, "files.d", n))
+        files.append(f"{n} {f['dest']} {f['owner']} {f['group']} {f['mode']}\n")
+    write(tree, f"{BUILD}/files", "".join(files))
+    os.makedirs(os.path.join(tree, BUILD, "run"), exist_ok=True)
+    for i, cmd in enumerate(t["run"], 1):
+        write(tree, f"{BUILD}/run/{i:03d}", f"# run = {cmd}\n{cmd}\n", 0o755)
+    if t["env"]:
+        write(tree, "etc/e2b/template.env", "".join(f"{e['name']}={e['value']}\n" for e in t["env"]))
+        # Values carry no quotes, '\', '$' or '`' (the parser refuses them).
+        write(tree, "etc/profile.d/e2b-template-env.sh",
+              "".join(f"export {e['name']}=\"{e['value']}\"\n" for e in t["env"]))
+    if t["start"]:
+        write(tree, "usr/lib/e2b-template/start", f"#!/bin/sh\n# template.conf start =\n{t['start']}\n", 0o755)
+        write(tree, f"usr/lib/systemd/system/{UNIT}", unit(t))
+        write(tree, "usr/lib/systemd/system-preset/05-e2b-template.preset", f"enable {UNIT}\n")
+
+
+def main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="template_stage.py")
+    ap.add_argument("--template", required=True, help="build/e2b-template's JSON")
+    ap.add_argument("--tree", required=True)
+    ap.add_argument("--conf", default="template.conf", help="the template.conf path, for messages")
+    a = ap.parse_args(argv)
+    with open(a.template, encoding="utf-8") as f:
+        t = json.load(f)
+    try:
+        stage(t, a.tree, a.conf)
+    except (ValueError, OSError) as e:
+        print(f"template: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,202 @@
+/* e2b-template: reads a template directory's template.conf with the one
+ * strict parser (conf.c), checks its files against the directory (files.c)
+ * and its base and name against the flavors, and prints the template as
+ * JSON for os-image/template.sh. See template/README.md.
+ *
+ *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci"
+ *
+ * Exit 0 and JSON on stdout; 1 on a bad template (one message naming the
+ * file, the line and the key); 2 on bad usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "fileio.h"
+#include "files.h"
+#include "log.h"
+
+#define DEFAULT_READY_TIMEOUT 30
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: e2b-template --dir DIR --flavors \"FLAVOR...\"\n");
+}
+
+/* " e2b-rt e2b-ci " contains the word w. */
+static int is_flavor(const char *flavors, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = flavors; (p = strstr(p, w)); p += n)
+		if ((p == flavors || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+/* A base is a flavor, or (builder mode) oci:PATH[:REF] or docker-archive:FILE. */
+static int valid_base(const char *base, const char *flavors)
+{
+	if (!strncmp(base, "oci:", 4))
+		return base[4] != '\0' && base[4] != ':';
+	if (!strncmp(base, "docker-archive:", 15))
+		return base[15] != '\0';
+	return is_flavor(flavors, base);
+}
+
+static json_t *to_json(const struct template_conf *c, char **resolved)
+{
+	json_t *o = json_object(), *a;
+	char mode[8];
+
+	json_object_set_new(o, "name", json_string(c->name));
+	json_object_set_new(o, "base", json_string(c->base));
+	json_object_set_new(o, "description", json_string(c->description ? c->description : ""));
+	a = json_array();
+	for (size_t i = 0; i < c->n_packages; i++)
+		json_array_append_new(a, json_string(c->packages[i]));
+	json_object_set_new(o, "packages", a);
+	a = json_array();
+	for (size_t i = 0; i < c->n_files; i++) {
+		snprintf(mode, sizeof(mode), "%04o", c->files[i].mode);
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "src", resolved[i], "dest",
+						   c->files[i].dest, "owner", c->files[i].owner, "group",
+						   c->files[i].group, "mode", mode, "line", (json_int_t)c->files[i].line));
+	}
+	json_object_set_new(o, "files", a);
+	a = json_array();
+	for (size_t i = 0; i < c->n_runs; i++)
+		json_array_append_new(a, json_string(c->runs[i]));
+	json_object_set_new(o, "run", a);
+	a = json_array();
+	for (size_t i = 0; i < c->n_env; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s}", "name", c->env[i].name, "value", c->env[i].value));
+	json_object_set_new(o, "env", a);
+	json_object_set_new(o, "start", c->start ? json_string(c->start) : json_null());
+	json_object_set_new(o, "restart", c->start ? json_string(c->restart ? c->restart : "always") : json_null());
+	if (c->ready != TPL_READY_NONE) {
+		char *check = NULL;
+		if (asprintf(&check, "%s %s", tpl_ready_name(c->ready), c->ready_arg) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+		json_object_set_new(o, "ready", json_string(check));
+		free(check);
+		json_object_set_new(o, "ready_timeout",
+				    json_integer(c->ready_timeout ? (json_int_t)c->ready_timeout : DEFAULT_READY_TIMEOUT));
+	} else {
+		json_object_set_new(o, "ready", json_null());
+		json_object_set_new(o, "ready_timeout", json_null());
+	}
+	json_object_set_new(o, "vcpu", c->vcpu ? json_integer((json_int_t)c->vcpu) : json_null());
+	json_object_set_new(o, "memory_mb", c->memory_mb ? json_integer((json_int_t)c->memory_mb) : json_null());
+	return o;
+}
+
+static int check(const char *conf_path, const char *dir, const char *flavors, const struct template_conf *c,
+		 char **resolved)
+{
+	size_t bad = 0;
+	int r;
+
+	if (!valid_base(c->base, flavors)) {
+		log_error("%s:%u: key 'base': '%s' is not a flavor (%s), oci:PATH[:REF] or docker-archive:FILE",
+			  conf_path, c->line_base, c->base, flavors);
+		return -EINVAL;
+	}
+	if (is_flavor(flavors, c->name)) {
+		log_error("%s:%u: key 'name': '%s' is a flavor's name; a template needs a name of its own",
+			  conf_path, c->line_name, c->name);
+		return -EINVAL;
+	}
+	r = tpl_check_files(dir, c, resolved, &bad);
+	if (r == -EXDEV)
+		log_error("%s:%u: key 'file': %s resolves outside %s (through '..' or a symlink); "
+			  "copy the file into the template directory", conf_path, c->files[bad].line, c->files[bad].src, dir);
+	else if (r == -EINVAL)
+		log_error("%s:%u: key 'file': %s is not a regular file", conf_path, c->files[bad].line,
+			  c->files[bad].src);
+	else if (r < 0)
+		log_error("%s:%u: key 'file': %s/%s: %s", conf_path, c->files[bad].line, dir, c->files[bad].src,
+			  strerror(-r));
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "flavors", required_argument, NULL, 'f' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dir_arg = NULL, *flavors = NULL;
+	char conf_path[PATH_MAX], *dir, *buf = NULL, **resolved = NULL;
+	struct template_conf conf;
+	struct tpl_error err;
+	size_t len = 0;
+	json_t *out;
+	int c, r, rc = 1;
+
+	log_init("e2b-template");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'd')
+			dir_arg = optarg;
+		else if (c == 'f')
+			flavors = optarg;
+		else {
+			usage();
+			return 2;
+		}
+	}
+	if (!dir_arg || !flavors || optind != argc) {
+		usage();
+		return 2;
+	}
+	dir = realpath(dir_arg, NULL);
+	if (!dir) {
+		log_error("template %s: %s", dir_arg, strerror(errno));
+		return 1;
+	}
+	snprintf(conf_path, sizeof(conf_path), "%s/template.conf", dir);
+	r = read_small_file(conf_path, TPL_MAX_BYTES, &buf, &len);
+	if (r < 0) {
+		log_error("%s: %s", conf_path, r == -EFBIG ? "larger than 256 KiB" : strerror(-r));
+		free(dir);
+		return 1;
+	}
+	r = tpl_parse(buf, len, &conf, &err);
+	free(buf);
+	if (r < 0) {
+		char where[16] = "";
+		if (err.line)
+			snprintf(where, sizeof(where), ":%u", err.line);
+		if (err.key[0])
+			log_error("%s%s: key '%s': %s", conf_path, where, err.key, err.msg);
+		else
+			log_error("%s%s: %s", conf_path, where, err.msg);
+		free(dir);
+		return 1;
+	}
+	resolved = calloc(conf.n_files + 1, sizeof(char *));
+	if (resolved && check(conf_path, dir, flavors, &conf, resolved) == 0) {
+		out = to_json(&conf, resolved);
+		if (out && json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 && putchar('\n') != EOF &&
+		    fflush(stdout) == 0)
+			rc = 0;
+		else
+			log_error("%s: cannot write its JSON to stdout", conf_path);
+		json_decref(out);
+	} else if (!resolved) {
+		log_error("%s: out of memory", conf_path);
+	}
+	for (size_t i = 0; resolved && i < conf.n_files; i++)
+		free(resolved[i]);
+	free(resolved);
+	tpl_free(&conf);
+	free(dir);
+	return rc;
+}

@@ -1,0 +1,65 @@
+"""Boot a template: examples/templates/web (busybox httpd on 3000 as its start
+command, on e2b-rt), once, in QEMU like the flavors (tests/boot/vm.py), with
+guest/template.sh in the probe. The pool's warmup for it (ci/templates.py,
+from the image's labels) runs in the clone and passes: envd, then port 3000.
+Its port is reached from the host side through the dynamic relay. Then a
+drop-in makes the start command exit at once, and the same warmup fails
+saying the start command failed."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "ci"))
+
+import testimages  # noqa: E402
+import vm  # noqa: E402
+from template_warmup import template_spec  # noqa: E402
+from templates import FLAVORS  # noqa: E402
+
+OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
+
+
+@pytest.fixture(scope="module")
+def booted():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespace, tap device)")
+    b = testimages.template_image("web", "e2b-rt")
+    if not b.ok:
+        pytest.fail(b.failure())
+    warmup = template_spec(b.out, "web", FLAVORS)["warmup"]
+    assert warmup[:2] == ["sh", "-c"]
+    v = vm.Variant("e2b-rt", "template-web", 1, 512, template_warmup=warmup[2])
+    res = vm.boot(v, b.dir / "rootfs.ext4", keep_logs=OUT / "boot-test")
+    if res.get("report", {}).get("done") != "1":
+        pytest.fail(f"boot: {res.get('error')}\n{res.get('console', '')[-2500:]}")
+    return res["report"]
+
+
+def test_pool_warmup_passes(booted):
+    assert booted.get("template_warmup_rc") == "0", booted.get("template_warmup_err")
+
+
+def test_start_command_runs_as_user_after_envd(booted):
+    unit = booted.get("template_unit", "")
+    assert "ActiveState=active" in unit and "enabled=enabled" in unit and "envd.service" in unit, unit
+    assert booted.get("template_uid") == "1000"
+
+
+def test_port_reached_through_the_dynamic_relay(booted):
+    assert "served by the web template's start command" in booted.get("template_relay_body", "")
+
+
+def test_env_and_file(booted):
+    assert booted.get("template_env", "").strip() == "SITE_DIR=/home/user/site"
+    assert booted.get("template_file", "").strip() == "user:user 644"
+
+
+def test_warmup_fails_when_the_start_command_exits(booted):
+    err = booted.get("template_exits_err", "")
+    assert booted.get("template_exits_rc") == "1"
+    assert "template web: its start command failed (e2b-template.service)" in err, err

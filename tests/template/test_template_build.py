@@ -1,0 +1,123 @@
+"""Real template builds (`make template=DIR`, mkosi, packing) of the examples
+on the flavors the tests build anyway, so mkosi's cached installation is
+warm (tests/testimages.py template_image()): what each template adds is in
+the image, the labels say what it is, the guard is ours. Then the bad
+inputs only a build can find: a package that does not exist, a build
+command that fails, a build command that touches the guard; each fails
+naming it and leaves no out/<name>/.
+
+`make repro template=…` (two fresh builds) and the boot of the data example
+are gates of the image workflow (ci/image.yml); the web example's boot is
+tests/boot/test_template_boot.py."""
+import json
+import pathlib
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import testimages  # noqa: E402
+
+ROOT = testimages.ROOT
+
+
+def built(name, base):
+    b = testimages.template_image(name, base)
+    if not b.ok:
+        pytest.fail(b.failure())
+    return b
+
+
+@pytest.fixture(scope="module")
+def web():
+    return built("web", "e2b-rt")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return built("data", "e2b-ci")
+
+
+def packages(b):
+    return {p["name"] for p in b.manifest["packages"]}
+
+
+def test_web_outputs_and_labels(web):
+    for p in ("oci/index.json", "rootfs.ext4", "manifest.json"):
+        assert (web.dir / p).is_file(), p
+    labels = testimages.check_labels(web, "web", "e2b-rt", "10000,10052,49983")
+    assert labels["org.e2b-images.ready"] == "port 3000"
+    assert (labels["org.e2b-images.ready-timeout"], labels["org.e2b-images.vcpu"],
+            labels["org.e2b-images.memory-mb"]) == ("30", "1", "256")
+    assert web.manifest["flavor"] == "e2b-rt"
+
+
+def test_web_adds_its_package_file_env_and_start_unit(web):
+    t = web.tree
+    assert "busybox" in packages(web)
+    st = (t / "home/user/site/index.html").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1000, 1000, 0o644)
+    assert (t / "home/user/site").stat().st_uid == 1000
+    assert (t / "home/user/.bashrc").is_file()  # the user's home is still useradd's
+    assert 'export SITE_DIR="/home/user/site"' in (t / "etc/profile.d/e2b-template-env.sh").read_text()
+    unit = (t / "usr/lib/systemd/system/e2b-template.service").read_text()
+    assert "User=user" in unit and "After=envd.service" in unit and "Restart=always" in unit
+    assert (t / "etc/systemd/system/multi-user.target.wants/e2b-template.service").is_symlink()
+    assert "busybox httpd -f -p 3000" in (t / "usr/lib/e2b-template/start").read_text()
+    assert not (t / "usr/lib/e2b-template-build").exists()  # the staging is gone
+
+
+def test_web_keeps_the_guard(web):
+    t = web.tree
+    assert (t / "etc/e2b/guarded-ports").read_text() == \
+        (ROOT / "os-image/mkosi.extra/etc/e2b/guarded-ports").read_text()
+    for u in ("envd-guard.service", "envd.service", "vsock-relay.service"):
+        assert (t / "usr/lib/systemd/system" / u).read_text() == (ROOT / "units" / u).read_text(), u
+    assert (t / "etc/systemd/system/sysinit.target.wants/envd-guard.service").is_symlink()
+
+
+def test_data_adds_package_file_and_build_command(data):
+    t = data.tree
+    assert "sqlite3" in packages(data)
+    assert "python3-jupyter-server" in packages(data)  # still e2b-ci
+    db = t / "home/user/data/example.db"
+    assert db.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert db.stat().st_uid == 1000
+    assert b"Tallinn" in db.read_bytes()
+    labels = testimages.check_labels(data, "data", "e2b-ci", "10000,10052,49983,49999")
+    assert labels["org.e2b-images.ready"] == "file /home/user/data/example.db"
+
+
+def bad_template(tmp_path, extra: str) -> pathlib.Path:
+    d = tmp_path / "bad"
+    shutil.copytree(testimages.EXAMPLES / "web", d)
+    (d / "template.conf").write_text("name = bad\nbase = e2b-rt\n" + extra)
+    return d
+
+
+def failed_build(tmp_path, extra, web):
+    """A bad template on e2b-rt, built after the web example (warm caches)."""
+    out = tmp_path / "out"
+    cp = testimages.build_template(bad_template(tmp_path, extra), "e2b-rt", out)
+    assert cp.returncode != 0
+    assert not (out / "bad").exists(), "a failed build left out/bad/"
+    return cp.stderr
+
+
+def test_package_that_does_not_exist(tmp_path, web):
+    err = failed_build(tmp_path, "packages = busybox e2b-no-such-package\n", web)
+    assert "Unable to locate package e2b-no-such-package" in err, err[-3000:]
+
+
+def test_failing_build_command(tmp_path, web):
+    err = failed_build(tmp_path, "run = echo first\nrun = echo about to fail; ls /no/such/dir\n", web)
+    assert "build command 002 (run = echo about to fail; ls /no/such/dir) failed with exit status 2" in err, \
+        err[-3000:]
+    assert "template:   about to fail" in err  # its last lines
+
+
+def test_build_command_cannot_unguard(tmp_path, web):
+    err = failed_build(tmp_path, "run = sed -i 's/49983,//' /etc/e2b/guarded-ports\n", web)
+    assert "the template changed or removed the guard" in err and "etc/e2b/guarded-ports: FAILED" in err, \
+        err[-3000:]

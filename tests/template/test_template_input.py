@@ -1,0 +1,90 @@
+"""Bad templates stop `make template=DIR` before anything is built, each with
+one message naming the file, the line and the key, and leave no out/<name>/.
+Run through make and the real build/e2b-template (no mkosi: every one of
+these fails first). The bad inputs that need the build itself (a package
+that does not exist, a failing build command, a build command that touches
+the guard) are in test_template_build.py."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import testimages  # noqa: E402
+
+ROOT = testimages.ROOT
+WEB = testimages.EXAMPLES / "web"
+
+
+def template_dir(tmp: pathlib.Path, conf: str) -> pathlib.Path:
+    d = tmp / "tpl"
+    shutil.copytree(WEB, d)
+    (d / "template.conf").write_text(conf)
+    return d
+
+
+def build(tmp: pathlib.Path, d: pathlib.Path) -> subprocess.CompletedProcess:
+    out = tmp / "out"
+    cp = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "image", f"template={d}",
+                         f"out={out}"], capture_output=True, text=True, timeout=300)
+    cp.out = out
+    return cp
+
+
+BASE = "name = web\nbase = e2b-rt\n"
+FILE = "file = site/index.html /home/user/site/index.html user 0644\n"
+
+
+@pytest.mark.parametrize("conf,where", [
+    (BASE + "colour = blue\n", ":3: unknown key 'colour'"),
+    (BASE + "vcpu = 1\nvcpu = 2\n", ":4: key 'vcpu': duplicate key (first on line 3)"),
+    (BASE + "file = ../secret /etc/secret root 0600\n", ":3: key 'file': source '../secret'"),
+    ("name = e2b-rt\nbase = e2b-rt\n", ":1: key 'name': 'e2b-rt' is a flavor's name"),
+    ("name = web\nbase = e2b-nope\n", ":2: key 'base': 'e2b-nope' is not a flavor"),
+    (BASE + "file = site/index.html /etc/e2b/guarded-ports root 0644\n",
+     ":3: key 'file': /etc/e2b/guarded-ports belongs to the image's guard"),
+    (BASE + "file = site/index.html /usr/local/bin/envd-guard root 0755\n",
+     ":3: key 'file': /usr/local/bin/envd-guard belongs to the image's guard"),
+    (BASE + "ready = socket 3000\n", ":3: key 'ready': 'socket' is not a ready check"),
+])
+def test_bad_template_names_file_line_and_key(tmp_path, conf, where):
+    d = template_dir(tmp_path, conf)
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert f"{d}/template.conf{where}" in cp.stderr, cp.stderr[-2000:]
+    assert "mkosi" not in cp.stderr  # stopped before the build
+    assert not (cp.out / "web").exists() and not (cp.out / "e2b-rt").exists()
+
+
+def test_symlink_out_of_the_directory_is_refused(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("not the template's\n")
+    d = template_dir(tmp_path, BASE + "file = site/link /etc/x root 0644\n")
+    os.symlink(secret, d / "site" / "link")
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert f"{d}/template.conf:3: key 'file': site/link resolves outside {d}" in cp.stderr, cp.stderr[-2000:]
+    assert not (cp.out / "web").exists()
+
+
+def test_missing_file_is_named(tmp_path):
+    d = template_dir(tmp_path, BASE + "file = site/nothere.html /etc/x root 0644\n")
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert f"{d}/template.conf:3: key 'file': {d}/site/nothere.html: No such file or directory" in cp.stderr
+    assert not (cp.out / "web").exists()
+
+
+def test_builder_mode_base_is_refused_as_not_done(tmp_path):
+    d = template_dir(tmp_path, "name = web\nbase = oci:/tmp/nowhere:latest\n")
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0 and "builder mode" in cp.stderr and "not supported" in cp.stderr
+    assert not (cp.out / "web").exists()
+
+
+def test_directory_without_template_conf(tmp_path):
+    cp = build(tmp_path, tmp_path)
+    assert cp.returncode != 0 and f"template={tmp_path}: no template.conf" in cp.stderr
