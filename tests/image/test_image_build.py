@@ -115,7 +115,7 @@ def test_oci_blobs_match_their_digests(built):
 
 
 def test_labels_read_back_with_skopeo(built):
-    labels = testimages.check_labels(built, "e2b-rt", "e2b-rt", "10000,10052,49983")
+    labels = testimages.check_labels(built, "e2b-rt", "e2b-rt", "10000,10052,10053,49983")
     assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49983/health"
     # A flavor's base is the archive it was installed from, pinned by its InRelease.
     suite = built.manifest["archive"]["suites"][0]

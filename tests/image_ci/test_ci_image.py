@@ -56,7 +56,7 @@ def test_pack_again_gives_the_same_digests(built, tmp_path):
 
 
 def test_labels_read_back_with_skopeo(built):
-    labels = testimages.check_labels(built, "e2b-ci", "e2b-ci", "10000,10052,49983,49999")
+    labels = testimages.check_labels(built, "e2b-ci", "e2b-ci", "10000,10052,10053,49983,49999")
     assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49999/health"
 
 

@@ -46,7 +46,7 @@ def packages(b):
 def test_web_outputs_and_labels(web):
     for p in ("oci/index.json", "rootfs.ext4", "manifest.json"):
         assert (web.dir / p).is_file(), p
-    labels = testimages.check_labels(web, "web", "e2b-rt", "10000,10052,49983")
+    labels = testimages.check_labels(web, "web", "e2b-rt", "10000,10052,10053,49983")
     assert labels["org.e2b-images.ready"] == "port 3000"
     assert (labels["org.e2b-images.ready-timeout"], labels["org.e2b-images.vcpu"],
             labels["org.e2b-images.memory-mb"]) == ("30", "1", "256")
@@ -85,7 +85,7 @@ def test_data_adds_package_file_and_build_command(data):
     assert db.read_bytes()[:16] == b"SQLite format 3\x00"
     assert db.stat().st_uid == 1000
     assert b"Tallinn" in db.read_bytes()
-    labels = testimages.check_labels(data, "data", "e2b-ci", "10000,10052,49983,49999")
+    labels = testimages.check_labels(data, "data", "e2b-ci", "10000,10052,10053,49983,49999")
     assert labels["org.e2b-images.ready"] == "file /home/user/data/example.db"
 
 
