@@ -421,6 +421,13 @@ int tpl_parse(const char *buf, size_t len, struct template_conf *conf, struct tp
 	return r;
 }
 
+static void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 void tpl_free(struct template_conf *c)
 {
 	free(c->name);
@@ -429,9 +436,7 @@ void tpl_free(struct template_conf *c)
 	free(c->start);
 	free(c->restart);
 	free(c->ready_arg);
-	for (size_t i = 0; i < c->n_packages; i++)
-		free(c->packages[i]);
-	free(c->packages);
+	free_strings(c->packages, c->n_packages);
 	for (size_t i = 0; i < c->n_files; i++) {
 		free(c->files[i].src);
 		free(c->files[i].dest);
@@ -439,9 +444,7 @@ void tpl_free(struct template_conf *c)
 		free(c->files[i].group);
 	}
 	free(c->files);
-	for (size_t i = 0; i < c->n_runs; i++)
-		free(c->runs[i]);
-	free(c->runs);
+	free_strings(c->runs, c->n_runs);
 	for (size_t i = 0; i < c->n_env; i++) {
 		free(c->env[i].name);
 		free(c->env[i].value);
