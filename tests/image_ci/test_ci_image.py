@@ -20,7 +20,7 @@ import os
 import pytest
 
 import testimages
-from ci_helpers import ROOT, e2b_ci_build, run
+from ci_helpers import ROOT, e2b_ci_build, make_wheel, run
 
 
 @pytest.fixture(scope="module")
@@ -127,32 +127,6 @@ def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
         assert addr.startswith("127.") or addr.startswith("[::1]"), f"non-loopback listener {addr}"
 
 
-def make_wheel(directory, name="e2b_ci_probe", version="1.0"):
-    """A minimal pure-Python wheel, built here (no index needed)."""
-    import base64
-    import hashlib
-    import zipfile
-    files = {
-        f"{name}/__init__.py": b"OK = 'e2b-ci probe'\n",
-        f"{name}-{version}.dist-info/METADATA":
-            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
-        f"{name}-{version}.dist-info/WHEEL":
-            b"Wheel-Version: 1.0\nGenerator: e2b-images tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = f"{name}-{version}.dist-info/RECORD"
-    lines = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        lines.append(f"{path},sha256={digest},{len(data)}")
-    lines.append(f"{record},,")
-    files[record] = ("\n".join(lines) + "\n").encode()
-    wheel = directory / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, data in files.items():
-            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
-    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
-
-
 @pytest.mark.parametrize("good_hash", [True, False], ids=["hash-ok", "hash-mismatch"])
 def test_pydeps_pip_postinst_installs_offline_with_hashes(tree, tmp_path, good_hash):
     """The real mkosi.postinst, pip branch, run over the built tree (through
@@ -181,12 +155,12 @@ mkdir -p $m {tmp_path}/up {tmp_path}/wk
 mount -t overlay overlay -o lowerdir={tree},upperdir={tmp_path}/up,workdir={tmp_path}/wk $m
 mount -t proc proc $m/proc
 mount --bind /dev $m/dev
-cp -a {staged} $m/var/tmp/e2b-ci-pydeps
+cp -a {staged} $m/var/lib/e2b-ci-pydeps
 export BUILDROOT=$m PATH={bindir}:/usr/sbin:/usr/bin:/sbin:/bin
 set +e
 sh {ROOT}/os-image/mkosi.profiles/e2b-ci/mkosi.postinst
 rc=$?
-test ! -e $m/var/tmp/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
+test ! -e $m/var/lib/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
 if [ $rc = 0 ]; then
   chroot $m /usr/lib/e2b-code-interpreter/venv/bin/python -c 'import e2b_ci_probe, fastapi, sys; print("IMPORT", e2b_ci_probe.OK, sys.prefix)'
   cat $m/usr/lib/systemd/system/jupyter.service.d/10-pydeps-pip.conf
