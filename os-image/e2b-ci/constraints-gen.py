@@ -23,12 +23,14 @@ stands in for the index.
 Deviations from upstream are declared in DEVIATIONS below, or found: a pin
 with no wheel for the CPython/platform is replaced by the nearest version
 that has one. Each is written into the file as a `# deviation:` line (read by
-stack-table.py).
+stack-table.py). Packages of the closure in DROPPED are left out, each on a
+`# dropped:` line with its reason.
 
 --check (offline): exit 1 when the file disagrees with upstream's
 requirements: a top-level pin missing or at another version than upstream's
 (after the recorded deviations), a recorded deviation that no longer applies,
-or a requirement-file digest in the header that differs.
+a dropped package that is pinned, or a requirement-file digest in the header
+that differs.
 """
 import argparse
 import hashlib
@@ -60,6 +62,14 @@ DEVIATIONS = {
     "e2b-charts": (None, "shipped from the pinned archive (chart_data_extractor/e2b_charts, "
                    "the source PyPI's package is built from); its dependencies are pinned here"),
 }
+# Packages of the resolved closure left out, -> reason. Installed with
+# --no-deps, so nothing pulls them back; each is written as a `# dropped:` line.
+DROPPED = {
+    "rfc3987-syntax": "an optional format checker of jsonschema[format-nongpl] (through jupyter-events) "
+                      "that builds a Lark parser when imported: 2.3 s of every Jupyter start on the build host "
+                      "(0.4-0.7 s without it), and as many times more under TCG as emulation is slower; jsonschema skips the iri formats without it",
+}
+DROP_RE = re.compile(r"^# dropped: (?P<name>\S+) (?P<version>\S+): (?P<why>.+)$")
 DEV_RE = re.compile(r"^# deviation: (?P<up>\S+) (?P<upver>\S+) -> (?P<ours>\S+) (?P<ourver>\S+): (?P<why>.+)$")
 DIGEST_RE = re.compile(r"^# upstream (?P<file>\S+) sha256 (?P<hex>[0-9a-f]{64})$")
 
@@ -219,6 +229,10 @@ def render(texts, rows, installs, python, commit):
     entries = []
     for inst in installs:
         meta, info = inst["metadata"], inst["download_info"]
+        if canonicalize_name(meta["name"]) in DROPPED:
+            lines.append(f"# dropped: {canonicalize_name(meta['name'])} {meta['version']}: "
+                         f"{DROPPED[canonicalize_name(meta['name'])]}")
+            continue
         digest = info.get("archive_info", {}).get("hashes", {}).get("sha256")
         if not digest:
             raise GenError(f"{meta['name']} {meta['version']}: the index gave no sha256 for {info['url']}")
@@ -235,7 +249,8 @@ def parse_constraints(text):
         pins[canonicalize_name(m.group(1))] = m.group(2)
     devs = {m.group("up"): m.groupdict() for m in map(DEV_RE.match, text.splitlines()) if m}
     digests = {m.group("file"): m.group("hex") for m in map(DIGEST_RE.match, text.splitlines()) if m}
-    return pins, devs, digests
+    dropped = {m.group("name") for m in map(DROP_RE.match, text.splitlines()) if m}
+    return pins, devs, digests, dropped
 
 
 def check(texts, pins, path):
@@ -243,8 +258,9 @@ def check(texts, pins, path):
         text = path.read_text()
     except OSError as e:
         raise GenError(f"{path}: {e.strerror} (generate it: os-image/e2b-ci/constraints-gen.py)")
-    have, devs, digests = parse_constraints(text)
-    problems = []
+    have, devs, digests, dropped = parse_constraints(text)
+    problems = [f"{name}: recorded as dropped, but pinned" for name in sorted(dropped) if name in have]
+    problems += [f"{name}: in DROPPED, pinned in the file" for name in sorted(DROPPED) if name in have]
     for rel, t in texts.items():
         got = hashlib.sha256(t.encode()).hexdigest()
         if digests.get(rel) != got:
@@ -302,8 +318,8 @@ def main(argv):
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(text)
         tmp.replace(out)
-        print(f"constraints-gen: {out}: {len(installs)} wheels for CPython {a.python}, "
-              f"{sum(1 for r in rows if r[4])} deviations")
+        print(f"constraints-gen: {out}: {text.count('--hash=sha256:')} wheels for CPython {a.python}, "
+              f"{sum(1 for r in rows if r[4])} deviations, {text.count(chr(10) + '# dropped:')} dropped")
         return 0
     except GenError as e:
         print(f"constraints-gen: {e}", file=sys.stderr)

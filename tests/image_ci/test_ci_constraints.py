@@ -181,11 +181,12 @@ def upstream_tree(tmp_path, kernel, server):
 def gen_index(tmp_path):
     """A loopback PEP 503 index (stand-in wheels built here): demo 1.0 only as
     an sdist and 1.1 as a wheel; opencv-python-headless 2.0, and helper 3.0
-    (demo's dependency). Yields its URL."""
+    (demo's dependency), rfc3987-syntax 1.0 (helper's, dropped by the
+    generator). Yields its URL."""
     root = tmp_path / "index/simple"
     links = {}
     for name, version, deps in [("demo", "1.1", ["helper"]), ("opencv_python_headless", "2.0", []),
-                                ("helper", "3.0", [])]:
+                                ("helper", "3.0", ["rfc3987-syntax"]), ("rfc3987_syntax", "1.0", [])]:
         d = root / name.replace("_", "-")
         d.mkdir(parents=True)
         wheel, digest = make_wheel(d, name=name, version=version, requires=deps)
@@ -209,6 +210,7 @@ def test_generator_pins_the_closure_and_records_deviations(gen_index, tmp_path):
     assert "# deviation: demo 1.0 -> demo 1.1: no wheel of 1.0 for CPython 3.13" in text
     assert "# deviation: opencv-python 2.0 -> opencv-python-headless 2.0: the headless build" in text
     assert "# deviation: e2b-charts (latest) -> - -: shipped from the pinned archive" in text
+    assert "# dropped: rfc3987-syntax 1.0: an optional format checker of jsonschema" in text
     pins = sorted(l.split()[0] for l in text.splitlines() if l and not l.startswith(("#", " ")))
     assert pins == ["demo==1.1", "helper==3.0", "opencv-python-headless==2.0"]
     assert run(["/usr/bin/python3", CHECK, out]).returncode == 0
@@ -224,6 +226,9 @@ def test_generator_pins_the_closure_and_records_deviations(gen_index, tmp_path):
     out.write_text(text.replace("helper==3.0", "helper==3.1"))
     cp = run(["/usr/bin/python3", GEN, "--check", "--source", src, "--output", out])
     assert cp.returncode == 1 and "helper: pinned 3.1, upstream's template/server/requirements.txt says 3.0" in cp.stderr
+    out.write_text(text + f"rfc3987-syntax==1.0 --hash=sha256:{H1}\n")
+    cp = run(["/usr/bin/python3", GEN, "--check", "--source", src, "--output", out])
+    assert cp.returncode == 1 and "rfc3987-syntax: recorded as dropped, but pinned" in cp.stderr
 
 
 def test_shipped_constraints_agree_with_upstream():
