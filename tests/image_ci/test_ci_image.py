@@ -91,18 +91,27 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
     assert (doc / "LICENSE").is_file() and (doc / "PATCHES").is_file()
     cfg = (tree / "etc/jupyter/jupyter_server_config.py").read_text()
     assert 'c.ServerApp.ip = "127.0.0.1"' in cfg
-    # Python kernel only.
-    kernels = sorted(p.name for p in (tree / "usr/share/jupyter/kernels").iterdir())
+    # Python kernel only (pydeps=pip: the venv's Jupyter path; debian: Debian's).
+    venv = tree / "usr/lib/e2b-code-interpreter/venv"
+    specs = venv / "share/jupyter/kernels" if venv.is_dir() else tree / "usr/share/jupyter/kernels"
+    kernels = sorted(p.name for p in specs.iterdir())
     assert kernels == ["python3"]
+    if venv.is_dir():
+        spec = json.loads((specs / "python3/kernel.json").read_text())
+        assert spec["argv"][0] == "/usr/lib/e2b-code-interpreter/venv/bin/python"
 
 
 def test_manifest_lists_the_archive_pin(built):
     m = built.manifest
     text = json.dumps(m)
     assert testimages.sources().ci_commit in text
-    pkgs = text
-    for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
-        assert name in pkgs
+    if "python_packages" in m:  # pydeps=pip: the venv's, at upstream's versions
+        venv = {p["name"].lower().replace("_", "-"): p["version"] for p in m["python_packages"]}
+        assert {n: venv.get(n) for n in ("jupyter-server", "ipykernel", "fastapi", "uvicorn")} == \
+            {"jupyter-server": "2.20.0", "ipykernel": "6.31.0", "fastapi": "0.111.0", "uvicorn": "0.30.1"}
+    else:
+        for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
+            assert name in text
 
 
 def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
