@@ -101,6 +101,20 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
         assert spec["argv"][0] == "/usr/lib/e2b-code-interpreter/venv/bin/python"
 
 
+def test_matplotlib_defaults_to_the_cjk_fallback_without_warnings(tree):
+    """The CJK fallback is matplotlib's default for `user` in the image's own
+    Python (pydeps=pip: the venv's defaults file; debian: /etc/matplotlibrc),
+    and importing matplotlib prints nothing (a line added to the pip defaults
+    file would be warned about on every import)."""
+    venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
+    python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
+    cp = run(["chroot", "--userspec=1000:1000", tree, "/usr/bin/env", "-i", "HOME=/tmp", python, "-c",
+              "import matplotlib; print(matplotlib.rcParams['font.family'])"])
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "['sans-serif', 'WenQuanYi Micro Hei']"
+    assert cp.stderr == ""
+
+
 def test_manifest_lists_the_archive_pin(built):
     m = built.manifest
     text = json.dumps(m)
