@@ -21,7 +21,7 @@
 #   mirror security_mirror snapshot snapshot_base   apt sources (os-image/README.md)
 #   recipes=DIR [recipes]  pin_mirror=PREFIX...   offline=0|1 [0]   cache [out/cache]
 #   out=DIR [out]          incremental=0|1 [1]    rootfs_headroom_mb [256]
-#   pydeps=debian|pip [debian]   pip_index=URL   (e2b-ci's Python stack)
+#   pydeps=pip|debian [pip]      pip_index=URL   (e2b-ci's Python stack)
 #   pack=0|1 [1]           mkosi_args=...         (bench/image.sh's peer run)
 #   registry tag cert_dir flavors boot_timeout    (ci/ci.mk)   archive=FILE (ci-patch-check)
 #   build=DIR [build]      fuzz_seconds [300]     pytest_args=...

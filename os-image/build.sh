@@ -187,8 +187,11 @@ done < <(cat "${presets[@]}")
 
 incargs=()
 if [ "$INCREMENTAL" = 1 ]; then
-    mkdir -p "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE"
-    incargs=(--incremental yes --cache-dir "$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE")
+    # pydeps=pip installs other packages: its own cache, so the two paths do not evict each other.
+    inc=$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE
+    if [ "${PYDEPS:-}" = pip ]; then inc=$inc-pip; fi
+    mkdir -p "$inc"
+    incargs=(--incremental yes --cache-dir "$inc")
 fi
 
 if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
@@ -203,6 +206,7 @@ mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 (cd "$here" && mkosi \
     --profile "$FLAVOR" \
+    --environment "E2B_CI_PYDEPS=${PYDEPS:-debian}" \
     --distribution "$DISTRO" --release "$RELEASE" \
     --source-date-epoch "$SOURCE_DATE_EPOCH" \
     --package-manager-tree "$pkgmngr" \

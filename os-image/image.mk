@@ -22,9 +22,9 @@ cache           ?= $(out)/cache
 incremental ?= 1
 # Free space left in rootfs.ext4 beyond the files (MiB); pools usually grow it.
 rootfs_headroom_mb ?= 256
-# e2b-ci's Python stack: debian (packages) or pip (a venv from constraints/,
-# wheels from pip_index, else $PIP_INDEX_URL).
-pydeps          ?= debian
+# e2b-ci's Python stack: pip (a venv from constraints/, wheels from pip_index,
+# else $PIP_INDEX_URL, else the host's pip configuration) or debian (packages).
+pydeps          ?= pip
 pip_index       ?= $(PIP_INDEX_URL)
 # 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
 pack            ?= $(or $(PACK),1)

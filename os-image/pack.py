@@ -234,6 +234,22 @@ def dpkg_packages(tree):
     return sorted(pkgs, key=lambda p: (p["name"], p["architecture"]))
 
 
+def venv_packages(tree, venv="usr/lib/e2b-code-interpreter/venv"):
+    """Name and version of each distribution in e2b-ci's pydeps=pip venv, from
+    its .dist-info/METADATA ([] without a venv)."""
+    pkgs = []
+    for meta in sorted(glob.glob(os.path.join(tree, venv, "lib/python3*/site-packages/*.dist-info/METADATA"))):
+        fields = {}
+        with open(meta, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                k, _, v = line.partition(":")
+                fields.setdefault(k, v.strip())
+        pkgs.append({"name": fields.get("Name", ""), "version": fields.get("Version", "")})
+    return sorted(pkgs, key=lambda p: p["name"].lower())
+
+
 def apt_list_name(uri, suite):
     """apt's file name for an archive's InRelease in its lists directory."""
     rest = uri.split("://", 1)[-1].rstrip("/")
@@ -307,6 +323,8 @@ def main(argv):
         "labels": labels,
         "outputs": {"oci": oci, "rootfs.ext4": ext4},
     }
+    if venv := venv_packages(a.tree):
+        manifest["python_packages"] = venv
     with open(os.path.join(a.out, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, sort_keys=True, indent=2)
         f.write("\n")

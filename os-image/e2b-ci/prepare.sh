@@ -70,6 +70,7 @@ install -m 0644 "$src/LICENSE" "$EXTRA$docdir/LICENSE"
 [ -f "$src/chart_data_extractor/LICENSE" ] && install -m 0644 "$src/chart_data_extractor/LICENSE" "$EXTRA$docdir/LICENSE.e2b_charts"
 # Upstream's Python recipe, the reference for the stack table (stack-table.py).
 [ -f "$src/template/requirements.txt" ] && install -m 0644 "$src/template/requirements.txt" "$EXTRA$docdir/requirements.txt"
+[ -f "$src/template/server/requirements.txt" ] && install -m 0644 "$src/template/server/requirements.txt" "$EXTRA$docdir/server-requirements.txt"
 install -m 0644 "$here/PATCHES" "$EXTRA$docdir/PATCHES"
 install -m 0644 "$here"/patches/*.patch "$EXTRA$docdir/"
 install -m 0644 "$here/README.image" "$EXTRA$docdir/README.e2b-images"
@@ -78,12 +79,15 @@ chmod -R u=rwX,go=rX "$EXTRA$prefix"
 # 4. pydeps=pip: a venv from constraints/, prepared here (network, before
 # mkosi) and installed offline by mkosi.postinst.
 pydeps=${PYDEPS:-debian}
-wheels=$EXTRA/var/tmp/e2b-ci-pydeps
+wheels=$EXTRA/var/lib/e2b-ci-pydeps
 rm -rf "$wheels"
 case $pydeps in
 debian) ;;
 pip) PIP_INDEX=${PIP_INDEX:-} "$here/pip-download.sh" "$top/constraints" "$wheels" \
-	"${RELEASE:?pydeps=pip: RELEASE is not set (os-image/build.sh sets it)}" ;;
+	"${RELEASE:?pydeps=pip: RELEASE is not set (os-image/build.sh sets it)}"
+	# The constraints (with their recorded deviations) for stack-table.py.
+	install -d -m 0755 "$EXTRA$docdir/constraints"
+	install -m 0644 "$top"/constraints/*.txt "$EXTRA$docdir/constraints/" ;;
 *) die "pydeps=$pydeps: unknown (debian or pip)" ;;
 esac
 echo "e2b-ci: staged code-interpreter into $EXTRA (pydeps=$pydeps)"

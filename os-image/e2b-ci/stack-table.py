@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""The e2b-ci Python stack against upstream's recipe, from a built image.
+"""The e2b-ci Python stack against upstream's recipe, from built images.
 
 Compares upstream's template/requirements.txt at the pinned commit (shipped
 in the image by prepare.sh as /usr/share/doc/e2b-code-interpreter/
-requirements.txt) with the image's package list (OUT/manifest.json) and
-prints one Markdown table: each upstream package, its pin, the Debian package
-and version we ship, or why none. It refuses to print a table that would be
-wrong: a requirement missing from MAP below, a mapped Debian package absent
-from the image, or a package said to be unshipped that the image has.
+requirements.txt) with what each built image ships, one column per Python
+stack: pydeps=debian (the Debian package and its version, from the image's
+package list, OUT/manifest.json "packages") and pydeps=pip (the version in the
+venv, manifest.json "python_packages", and each deviation from upstream
+recorded by constraints-gen.py in the constraints the image ships). It
+refuses to print a table that would be wrong: a requirement missing from MAP
+below, a mapped package absent from the image, a package said to be
+unshipped that the image has, or a pip version that differs from upstream's
+pin without a recorded deviation.
 
-    stack-table.py OUT                  print the table (OUT: out/e2b-ci)
-    stack-table.py OUT --check README   exit 1 if README's table differs
-    stack-table.py OUT --write README   replace README's table
-    stack-table.py OUT --modules        the import names of what we ship (JSON)
+    stack-table.py OUT...                  print the table (OUT: out/e2b-ci, one per path)
+    stack-table.py OUT... --check README   exit 1 if README's table differs in the
+                                           columns of the paths given
+    stack-table.py DEBIAN PIP --write README   replace README's table (both paths)
+    stack-table.py OUT --modules           the import names of what OUT ships (JSON)
 
-OUT holds manifest.json and the build tree (work/mkosi-out/image); or pass
---requirements FILE for a tree that is elsewhere.
+Each OUT holds manifest.json and the build tree (work/mkosi-out/image); which
+path it was built with is read from its manifest. --requirements FILE: for a
+tree that is elsewhere.
 """
 import argparse
 import json
@@ -26,9 +32,12 @@ import sys
 DOC = "usr/share/doc/e2b-code-interpreter"
 BEGIN = "<!-- stack-table: begin (os-image/e2b-ci/stack-table.py --write; do not edit) -->"
 END = "<!-- stack-table: end -->"
+PATHS = ("debian", "pip")
+DEVIATION = re.compile(r"^# deviation: (\S+) (\S+) -> (\S+) (\S+): (.+)$")
 
 # Upstream's name (normalised) -> (Debian package, import names) or
 # (None, reason). The only hand-kept facts here; everything else is read.
+# The import names of what Debian lacks are in PIP_ONLY_MODULES.
 NOT_IN_DEBIAN = "no Debian package"
 NOT_IN_TRIXIE = "not in trixie (Debian names it, but the release has no installable version)"
 MAP = {
@@ -73,6 +82,16 @@ MAP = {
 }
 
 
+PIP_ONLY_MODULES = {
+    "bokeh": ["bokeh", "bokeh.plotting", "bokeh.embed"],
+    "gensim": ["gensim", "gensim.models"],
+    "librosa": ["librosa"],
+    "kaleido": ["kaleido"],
+    "spacy": ["spacy"],
+    "textblob": ["textblob"],
+}
+
+
 class TableError(Exception):
     pass
 
@@ -95,42 +114,157 @@ def read_requirements(path):
     return reqs
 
 
-def rows(reqs, manifest):
-    shipped = {p["name"]: p["version"] for p in manifest["packages"]}
-    commit = next((a.get("version", "") for a in manifest.get("artifacts", [])
-                   if a.get("name") == "code-interpreter"), "")
+class Build:
+    """One built image: its manifest, its tree, and which Python stack it has."""
+
+    def __init__(self, out, requirements=None):
+        self.out = out
+        if not (out / "manifest.json").is_file():
+            raise TableError(f"{out}/manifest.json: not found (build with `make flavor=e2b-ci` first)")
+        self.manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        self.tree = out / "work/mkosi-out/image"
+        self.path = "pip" if "python_packages" in self.manifest else "debian"
+        self.requirements = requirements or self.tree / DOC / "requirements.txt"
+        if not self.requirements.is_file():
+            raise TableError(f"{self.requirements}: not found (an image built from the real pinned archive "
+                             "ships upstream's requirements.txt there; or pass --requirements)")
+        self.commit = next((a.get("version", "") for a in self.manifest.get("artifacts", [])
+                            if a.get("name") == "code-interpreter"), "")
+
+    def deviations(self):
+        devs = {}
+        # Shipped beside requirements.txt (prepare.sh).
+        for f in sorted((self.requirements.parent / "constraints").glob("*.txt")):
+            for line in f.read_text(encoding="utf-8").splitlines():
+                m = DEVIATION.match(line)
+                if m:
+                    devs[normalise(m.group(1))] = m.groups()[2:]
+        return devs
+
+
+def debian_cell(name, build):
+    """(Debian package, version, import names) for NAME in a pydeps=debian image."""
+    shipped = {p["name"]: p["version"] for p in build.manifest["packages"]}
+    deb, what = MAP[normalise(name)]
+    if deb == "archive":
+        return "from the pinned archive", f"source at {build.commit[:12]}", what
+    if deb is None:
+        leaked = sorted(p for p in shipped if re.fullmatch(rf"python3-{re.escape(normalise(name))}", p))
+        if leaked:
+            raise TableError(f"{name}: MAP says none is shipped, but the image has {leaked[0]}: update MAP")
+        return "—", what, []
+    if deb not in shipped:
+        raise TableError(f"{name}: {deb} is not in the image's manifest (add it to "
+                         "os-image/mkosi.profiles/e2b-ci/mkosi.conf.d/10-pydeps-debian.conf, or change MAP)")
+    return deb, shipped[deb], what
+
+
+def pip_cell(name, pin, build, devs):
+    """(what ships, import names) for NAME in a pydeps=pip image."""
+    venv = {normalise(p["name"]): p["version"] for p in build.manifest["python_packages"]}
+    deb, what = MAP[normalise(name)]
+    mods = what if deb else PIP_ONLY_MODULES[normalise(name)]
+    dev = devs.get(normalise(name))
+    if dev and dev[0] == "-":
+        return f"from the pinned archive (source at {build.commit[:12]})", mods
+    ours, ourver, why = dev if dev else (name, pin, "")
+    got = venv.get(normalise(ours))
+    if got is None:
+        raise TableError(f"{name}: {ours} is not in the venv of {build.out} (manifest.json python_packages)")
+    if pin and not dev and got != pin:
+        raise TableError(f"{name}: the venv has {got}, upstream pins {pin}, and no deviation is recorded")
+    if dev:
+        return f"{ours} {got} (deviation: {why})", mods
+    return ("= " if got == pin else "") + got, mods
+
+
+def rows(reqs, builds):
+    """One row per requirement: name, pin, {path: cells}, import names."""
     out = []
+    devs = builds["pip"].deviations() if "pip" in builds else {}
     for name, pin in reqs:
-        entry = MAP.get(normalise(name))
-        if entry is None:
+        if normalise(name) not in MAP:
             raise TableError(f"requirements.txt: {name}: not in stack-table.py's MAP; "
                              "add its Debian package (or why there is none) there")
-        deb, what = entry
-        if deb == "archive":
-            out.append((name, pin, "from the pinned archive", f"source at {commit[:12]}", what))
-        elif deb is None:
-            leaked = sorted(p for p in shipped if re.fullmatch(rf"python3-{re.escape(normalise(name))}", p))
-            if leaked:
-                raise TableError(f"{name}: MAP says none is shipped, but the image has {leaked[0]}: update MAP")
-            out.append((name, pin, "—", what, []))
-        elif deb not in shipped:
-            raise TableError(f"{name}: {deb} is not in the image's manifest (add it to "
-                             "os-image/mkosi.profiles/e2b-ci/mkosi.conf, or change MAP)")
-        else:
-            out.append((name, pin, deb, shipped[deb], what))
+        cells, mods = {}, {}
+        if "debian" in builds:
+            deb, version, mods["debian"] = debian_cell(name, builds["debian"])
+            cells["debian"] = [deb, version]
+        if "pip" in builds:
+            what, mods["pip"] = pip_cell(name, pin, builds["pip"], devs)
+            cells["pip"] = [what]
+        out.append((name, pin, cells, mods))
     return out
 
 
-def table(table_rows, manifest):
-    n = sum(1 for r in table_rows if r[4])
-    lines = [f"{n} of upstream's {len(table_rows)} requirements ship "
-             f"({manifest['release']}, {len(manifest['packages'])} packages in the image).", "",
-             "| upstream | upstream's pin | Debian package | we ship | imported as |",
-             "|---|---|---|---|---|"]
-    for name, pin, deb, version, mods in table_rows:
-        lines.append(f"| {name} | {pin or '(latest)'} | {deb} | {version} | "
-                     f"{', '.join(f'`{m}`' for m in mods) or '—'} |")
-    return "\n".join(lines) + "\n"
+def summary(table_rows, builds):
+    lines = {}
+    n = len(table_rows)
+    if "debian" in builds:
+        b = builds["debian"]
+        ship = sum(1 for r in table_rows if r[3]["debian"])
+        same = sum(1 for r in table_rows if r[1] and r[2]["debian"][1].split("-")[0].split("+")[0].split(":")[-1] == r[1])
+        lines["debian"] = (f"pydeps=debian: {ship} of upstream's {n} requirements ship, {same} at upstream's "
+                           f"version ({b.manifest['release']}, {len(b.manifest['packages'])} packages in the image).")
+    if "pip" in builds:
+        b = builds["pip"]
+        same = sum(1 for r in table_rows if r[2]["pip"][0].startswith("= "))
+        devs = sum(1 for r in table_rows if "(deviation:" in r[2]["pip"][0] or "pinned archive" in r[2]["pip"][0])
+        lines["pip"] = (f"pydeps=pip: {sum(1 for r in table_rows if r[3]['pip'])} of upstream's {n} requirements ship, "
+                        f"{same} at upstream's version, {devs} recorded deviations "
+                        f"({len(b.manifest['python_packages'])} Python packages in the venv, "
+                        f"{len(b.manifest['packages'])} Debian packages in the image).")
+    return lines
+
+
+def table(table_rows, builds):
+    """{line key: text}: the summary lines and one line per requirement; the
+    cells of a path not given are None (not compared by --check)."""
+    lines = summary(table_rows, builds)
+    head = ["| upstream | upstream's pin | pydeps=debian: package | version | pydeps=pip (`=`: upstream's version) | imported as |",
+            "|---|---|---|---|---|---|"]
+    body = []
+    for name, pin, cells, mods in table_rows:
+        deb = cells.get("debian", [None, None])
+        pip = cells.get("pip", [None])
+        names = sorted({m for ms in mods.values() for m in ms}, key=lambda m: (m.count("."), m))
+        body.append([name, pin or "(latest)", *deb, *pip, ", ".join(f"`{m}`" for m in names) or "—"])
+    return lines, head, body
+
+
+def render(lines, head, body):
+    out = [lines.get(p) for p in PATHS if lines.get(p)] + [""] + head
+    out += ["| " + " | ".join(c for c in row) + " |" for row in body]
+    return "\n".join(out) + "\n"
+
+
+def parse(text):
+    """The README's table, back into (summary lines, rows of cells)."""
+    lines, body = {}, []
+    for line in text.splitlines():
+        for p in PATHS:
+            if line.startswith(f"pydeps={p}:"):
+                lines[p] = line
+        if line.startswith("| ") and not line.startswith("| upstream |"):
+            body.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return lines, body
+
+
+def compare(readme_text, lines, body, builds):
+    """Differences between the README's table and the images, in the columns
+    of the paths given (import names only when both are)."""
+    have_lines, have_body = parse(readme_text)
+    diffs = [f"summary: README {have_lines.get(p)!r}, image {lines[p]!r}" for p in lines if have_lines.get(p) != lines[p]]
+    if len(have_body) != len(body):
+        return diffs + [f"README has {len(have_body)} rows, the image {len(body)}"]
+    cols = [0, 1] + ([2, 3] if "debian" in builds else []) + ([4] if "pip" in builds else [])
+    cols += [5] if len(builds) == len(PATHS) else []
+    for have, want in zip(have_body, body):
+        for c in cols:
+            if c >= len(have) or have[c] != want[c]:
+                diffs.append(f"{want[0]}: column {c + 1}: README {have[c] if c < len(have) else None!r}, "
+                             f"image {want[c]!r}")
+    return diffs
 
 
 def section(readme_text, path):
@@ -143,39 +277,44 @@ def section(readme_text, path):
 
 def main(argv):
     ap = argparse.ArgumentParser(prog="stack-table.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=pathlib.Path, help="a build's output directory (out/e2b-ci)")
+    ap.add_argument("out", type=pathlib.Path, nargs="+", help="a build's output directory (out/e2b-ci), one per path")
     ap.add_argument("--requirements", type=pathlib.Path)
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--check", type=pathlib.Path, metavar="README")
     group.add_argument("--write", type=pathlib.Path, metavar="README")
     group.add_argument("--modules", action="store_true")
     a = ap.parse_args(argv)
-    reqs_path = a.requirements or a.out / "work/mkosi-out/image" / DOC / "requirements.txt"
     try:
-        if not (a.out / "manifest.json").is_file():
-            raise TableError(f"{a.out}/manifest.json: not found (build with `make flavor=e2b-ci` first)")
-        if not reqs_path.is_file():
-            raise TableError(f"{reqs_path}: not found (an image built from the real pinned archive "
-                             "ships upstream's requirements.txt there; or pass --requirements)")
-        manifest = json.loads((a.out / "manifest.json").read_text(encoding="utf-8"))
-        table_rows = rows(read_requirements(reqs_path), manifest)
+        builds = {}
+        for out in a.out:
+            b = Build(out, a.requirements)
+            if b.path in builds:
+                raise TableError(f"{out} and {builds[b.path].out}: both are pydeps={b.path} builds")
+            builds[b.path] = b
+        first = builds[next(iter(builds))]
+        table_rows = rows(read_requirements(first.requirements), builds)
         if a.modules:
-            print(json.dumps({r[0]: r[4] for r in table_rows if r[4]}, indent=1))
+            if len(builds) != 1:
+                raise TableError("--modules takes one build")
+            print(json.dumps({r[0]: r[3][first.path] for r in table_rows if r[3][first.path]}, indent=1))
             return 0
-        text = table(table_rows, manifest)
-        if a.check or a.write:
-            path = a.check or a.write
-            head, body, tail = section(path.read_text(encoding="utf-8"), path)
-            if a.check:
-                if body != text:
-                    raise TableError(f"{path}: the stack table differs from the image "
-                                     f"(run os-image/e2b-ci/stack-table.py {a.out} --write {path}):\n"
-                                     f"--- README\n{body}--- image\n{text}")
-                print(f"stack-table: {path} matches {a.out}")
-            else:
-                path.write_text(head + BEGIN + "\n" + text + END + tail, encoding="utf-8")
+        lines, head, body = table(table_rows, builds)
+        if a.check:
+            text = section(a.check.read_text(encoding="utf-8"), a.check)[1]
+            diffs = compare(text, lines, body, builds)
+            if diffs:
+                raise TableError(f"{a.check}: the stack table differs from the image (run os-image/e2b-ci/"
+                                 f"stack-table.py DEBIAN-OUT PIP-OUT --write {a.check}):\n" + "\n".join(diffs))
+            print(f"stack-table: {a.check} matches {', '.join(str(o) for o in a.out)}")
             return 0
-        sys.stdout.write(text)
+        if a.write:
+            if len(builds) != len(PATHS):
+                raise TableError("--write needs both builds, a pydeps=debian and a pydeps=pip one")
+            head_text, _body, tail = section(a.write.read_text(encoding="utf-8"), a.write)
+            a.write.write_text(head_text + BEGIN + "\n" + render(lines, head, body) + END + tail, encoding="utf-8")
+            return 0
+        body = [[c if c is not None else "" for c in row] for row in body]
+        sys.stdout.write(render(lines, head, body))
         return 0
     except (TableError, OSError, ValueError, KeyError) as e:
         print(f"stack-table: {e}", file=sys.stderr)

@@ -8,12 +8,14 @@ commit, serve it from loopback, and fetch its tree through build/pinfetch.
 (The image build itself uses the real pinned tree where it is at hand: see
 tests/testimages.py.)
 """
+import base64
 import hashlib
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -84,3 +86,27 @@ def flavor_copy(tmp_path):
     dst = tmp_path / "e2b-ci"
     shutil.copytree(FLAVOR_DIR, dst, symlinks=True)
     return dst
+
+
+def make_wheel(directory, name="e2b_ci_probe", version="1.0", requires=()):
+    """A minimal pure-Python wheel, built here (no index needed): (path, sha256)."""
+    files = {
+        f"{name}/__init__.py": b"OK = 'e2b-ci probe'\n",
+        f"{name}-{version}.dist-info/METADATA":
+            (f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+             + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode(),
+        f"{name}-{version}.dist-info/WHEEL":
+            b"Wheel-Version: 1.0\nGenerator: e2b-images tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = f"{name}-{version}.dist-info/RECORD"
+    lines = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{path},sha256={digest},{len(data)}")
+    lines.append(f"{record},,")
+    files[record] = ("\n".join(lines) + "\n").encode()
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
+    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()

@@ -4,7 +4,9 @@ import time
 
 import pytest
 
-from ci_helpers import FLAVOR_DIR, ROOT, run
+import testimages
+
+from ci_helpers import FLAVOR_DIR, ROOT, make_wheel, run, serve_directory
 from harness import free_port
 from ci_helpers import fixture_archive  # noqa: F401 (fixtures)
 
@@ -71,15 +73,69 @@ def test_checker_rejects(text, message, tmp_path):
     assert str(f) in cp.stderr
 
 
-def pip_download(tmp_path, env):
-    return run([FLAVOR_DIR / "pip-download.sh", ROOT / "constraints", tmp_path / "out", "trixie"],
-               env={"PATH": "/usr/bin:/bin", **env}, timeout=120)
+def pip_download(tmp_path, env, constraints=ROOT / "constraints", cache=None):
+    return run([FLAVOR_DIR / "pip-download.sh", constraints, tmp_path / "out", "trixie"],
+               env={"PATH": "/usr/bin:/bin", "CACHE": str(cache or tmp_path / "cache"), **env}, timeout=120)
 
 
-def test_pip_without_an_index_says_how_to_give_one(tmp_path):
-    cp = pip_download(tmp_path, {})
+@pytest.fixture()
+def index(tmp_path):
+    """A PEP 503 index on loopback (a stand-in for the real one: the wheels are
+    ones the test builds) serving demo 1.0 as a wheel and sdonly 1.0 as an
+    sdist only. Yields (url, constraints dir, wheel's sha256)."""
+    root = tmp_path / "index"
+    (root / "simple/demo").mkdir(parents=True)
+    (root / "simple/sdonly").mkdir(parents=True)
+    wheel, digest = make_wheel(root / "simple/demo", name="demo", version="1.0")
+    (root / "simple/demo/index.html").write_text(
+        f'<a href="{wheel.name}#sha256={digest}">{wheel.name}</a>\n')
+    sdist = root / "simple/sdonly/sdonly-1.0.tar.gz"
+    sdist.write_bytes(b"not a real sdist")
+    (root / "simple/sdonly/index.html").write_text(f'<a href="{sdist.name}">{sdist.name}</a>\n')
+    constraints = tmp_path / "constraints"
+    constraints.mkdir()
+    with serve_directory(root) as served:
+        yield served.url("simple"), constraints, digest
+
+
+def test_pip_downloads_to_the_cache_and_rebuilds_offline(index, tmp_path):
+    url, constraints, digest = index
+    (constraints / "demo.txt").write_text(f"demo==1.0 --hash=sha256:{digest}\n")
+    cp = pip_download(tmp_path, {"PIP_INDEX": url}, constraints)
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "cache/pip-wheels/demo-1.0-py3-none-any.whl").is_file()
+    assert sorted(p.name for p in (tmp_path / "out/wheels").iterdir()) == ["demo-1.0-py3-none-any.whl"]
+    # offline=1: no index at all (an unreachable one), the cache alone.
+    (tmp_path / "out").rename(tmp_path / "online")
+    cp = pip_download(tmp_path, {"PIP_INDEX": f"http://127.0.0.1:{free_port()}/simple", "OFFLINE": "1"},
+                      constraints)
+    assert cp.returncode == 0, cp.stderr
+    assert (tmp_path / "out/wheels/demo-1.0-py3-none-any.whl").read_bytes() == \
+        (tmp_path / "online/wheels/demo-1.0-py3-none-any.whl").read_bytes()
+
+
+def test_pip_offline_without_the_wheel_in_the_cache_names_it(index, tmp_path):
+    _url, constraints, digest = index
+    (constraints / "demo.txt").write_text(f"demo==1.0 --hash=sha256:{digest}\n")
+    cp = pip_download(tmp_path, {"OFFLINE": "1"}, constraints)
     assert cp.returncode == 1
-    assert "pydeps=pip: no package index: pass pip_index=URL" in cp.stderr
+    assert "demo.txt: demo==1.0: no wheel for CPython 3.13 in the cache" in cp.stderr
+    assert "stopping before mkosi" in cp.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,message", [
+    ("demo", "demo.txt: demo==1.0: its hash is not one pinned in the file; stopping before mkosi"),
+    ("sdonly", "sdonly.txt: sdonly==1.0: the index has no wheel of it for CPython 3.13 manylinux "
+               "x86_64 (sdist only?); stopping before mkosi"),
+], ids=["hash-not-pinned", "sdist-only"])
+def test_pip_refuses_a_bad_wheel_naming_package_and_file(index, tmp_path, name, message):
+    url, constraints, _digest = index
+    (constraints / f"{name}.txt").write_text(f"{name}==1.0 --hash=sha256:{H1}\n")
+    cp = pip_download(tmp_path, {"PIP_INDEX": url}, constraints)
+    assert cp.returncode == 1
+    assert message in cp.stderr
+    assert not (tmp_path / "out").exists()
+    assert not list((tmp_path / "cache/pip-wheels").iterdir())
 
 
 def test_pip_with_an_unreachable_index_stops_fast_naming_it(tmp_path):
@@ -87,7 +143,7 @@ def test_pip_with_an_unreachable_index_stops_fast_naming_it(tmp_path):
     start = time.monotonic()
     cp = pip_download(tmp_path, {"PIP_INDEX": index})
     assert cp.returncode == 1
-    assert "package index unreachable" in cp.stderr and index in cp.stderr
+    assert "package index unreachable" in cp.stderr and index in cp.stderr and "offline=1" in cp.stderr
     assert "stopping before mkosi" in cp.stderr
     assert time.monotonic() - start < 30
     assert not (tmp_path / "out/wheels").exists()
@@ -108,3 +164,79 @@ def test_prepare_with_unknown_pydeps_fails(fixture_archive, tmp_path):
     archive, _ = fixture_archive
     cp = prepare(archive, tmp_path / "extra", tmp_path / "work", env={"PYDEPS": "conda"})
     assert cp.returncode == 1 and "pydeps=conda: unknown" in cp.stderr
+
+
+GEN = FLAVOR_DIR / "constraints-gen.py"
+
+
+def upstream_tree(tmp_path, kernel, server):
+    src = tmp_path / "source"
+    (src / "template/server").mkdir(parents=True)
+    (src / "template/requirements.txt").write_text(kernel)
+    (src / "template/server/requirements.txt").write_text(server)
+    return src
+
+
+@pytest.fixture()
+def gen_index(tmp_path):
+    """A loopback PEP 503 index (stand-in wheels built here): demo 1.0 only as
+    an sdist and 1.1 as a wheel; opencv-python-headless 2.0, and helper 3.0
+    (demo's dependency), rfc3987-syntax 1.0 (helper's, dropped by the
+    generator). Yields its URL."""
+    root = tmp_path / "index/simple"
+    links = {}
+    for name, version, deps in [("demo", "1.1", ["helper"]), ("opencv_python_headless", "2.0", []),
+                                ("helper", "3.0", ["rfc3987-syntax"]), ("rfc3987_syntax", "1.0", [])]:
+        d = root / name.replace("_", "-")
+        d.mkdir(parents=True)
+        wheel, digest = make_wheel(d, name=name, version=version, requires=deps)
+        links.setdefault(d, []).append(f'<a href="{wheel.name}#sha256={digest}">{wheel.name}</a>')
+    (root / "demo/demo-1.0.tar.gz").write_bytes(b"not a real sdist")
+    links[root / "demo"].append('<a href="demo-1.0.tar.gz">demo-1.0.tar.gz</a>')
+    for d, ls in links.items():
+        (d / "index.html").write_text("\n".join(ls) + "\n")
+    with serve_directory(root.parent) as served:
+        yield served.url("simple")
+
+
+def test_generator_pins_the_closure_and_records_deviations(gen_index, tmp_path):
+    src = upstream_tree(tmp_path, "demo==1.0\nopencv-python==2.0\ne2b_charts\n", "helper==3.0\n")
+    out = tmp_path / "e2b-ci.txt"
+    cp = run(["/usr/bin/python3", GEN, "--source", src, "--output", out, "--index", gen_index],
+             env={"PATH": "/usr/bin:/bin"}, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    text = out.read_text()
+    assert gen_index.split("//")[1].split("/")[0] not in text  # no index host in the file
+    assert "# deviation: demo 1.0 -> demo 1.1: no wheel of 1.0 for CPython 3.13" in text
+    assert "# deviation: opencv-python 2.0 -> opencv-python-headless 2.0: the headless build" in text
+    assert "# deviation: e2b-charts (latest) -> - -: shipped from the pinned archive" in text
+    assert "# dropped: rfc3987-syntax 1.0: an optional format checker of jsonschema" in text
+    pins = sorted(l.split()[0] for l in text.splitlines() if l and not l.startswith(("#", " ")))
+    assert pins == ["demo==1.1", "helper==3.0", "opencv-python-headless==2.0"]
+    assert run(["/usr/bin/python3", CHECK, out]).returncode == 0
+    cp = run(["/usr/bin/python3", GEN, "--check", "--source", src, "--output", out])
+    assert cp.returncode == 0, cp.stderr
+
+    # --check fails when upstream moves, or the file is changed by hand.
+    moved = upstream_tree(tmp_path / "moved", "demo==1.0\nopencv-python==2.1\ne2b_charts\n", "helper==3.0\n")
+    cp = run(["/usr/bin/python3", GEN, "--check", "--source", moved, "--output", out])
+    assert cp.returncode == 1
+    assert "opencv-python: the deviation is recorded for 2.0, upstream's template/requirements.txt pins 2.1" in cp.stderr
+    assert "upstream template/requirements.txt: sha256" in cp.stderr
+    out.write_text(text.replace("helper==3.0", "helper==3.1"))
+    cp = run(["/usr/bin/python3", GEN, "--check", "--source", src, "--output", out])
+    assert cp.returncode == 1 and "helper: pinned 3.1, upstream's template/server/requirements.txt says 3.0" in cp.stderr
+    out.write_text(text + f"rfc3987-syntax==1.0 --hash=sha256:{H1}\n")
+    cp = run(["/usr/bin/python3", GEN, "--check", "--source", src, "--output", out])
+    assert cp.returncode == 1 and "rfc3987-syntax: recorded as dropped, but pinned" in cp.stderr
+
+
+def test_shipped_constraints_agree_with_upstream():
+    """constraints/e2b-ci.txt against upstream's requirements at the pinned
+    commit (its archive in ../shared/upstream/, verified against the lock)."""
+    archive = testimages.upstream_archive()
+    if archive is None:
+        pytest.skip(f"{testimages.UPSTREAM_DIR}/code-interpreter-<commit>.tar.gz is absent")
+    cp = run(["/usr/bin/python3", GEN, "--check", "--archive", archive])
+    assert cp.returncode == 0, cp.stderr
+    assert "agrees with upstream (43 requirements)" in cp.stdout

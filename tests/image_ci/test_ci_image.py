@@ -20,7 +20,7 @@ import os
 import pytest
 
 import testimages
-from ci_helpers import ROOT, e2b_ci_build, run
+from ci_helpers import ROOT, e2b_ci_build, make_wheel, run
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +103,41 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
     assert (doc / "LICENSE").is_file() and (doc / "PATCHES").is_file()
     cfg = (tree / "etc/jupyter/jupyter_server_config.py").read_text()
     assert 'c.ServerApp.ip = "127.0.0.1"' in cfg
-    # Python kernel only.
-    kernels = sorted(p.name for p in (tree / "usr/share/jupyter/kernels").iterdir())
+    # Python kernel only (pydeps=pip: the venv's Jupyter path; debian: Debian's).
+    venv = tree / "usr/lib/e2b-code-interpreter/venv"
+    specs = venv / "share/jupyter/kernels" if venv.is_dir() else tree / "usr/share/jupyter/kernels"
+    kernels = sorted(p.name for p in specs.iterdir())
     assert kernels == ["python3"]
+    if venv.is_dir():
+        spec = json.loads((specs / "python3/kernel.json").read_text())
+        assert spec["argv"][0] == "/usr/lib/e2b-code-interpreter/venv/bin/python"
+
+
+def test_matplotlib_defaults_to_the_cjk_fallback_without_warnings(tree):
+    """The CJK fallback is matplotlib's default for `user` in the image's own
+    Python (pydeps=pip: the venv's defaults file; debian: /etc/matplotlibrc),
+    and importing matplotlib prints nothing (a line added to the pip defaults
+    file would be warned about on every import)."""
+    venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
+    python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
+    cp = run(["chroot", "--userspec=1000:1000", tree, "/usr/bin/env", "-i", "HOME=/tmp", python, "-c",
+              "import matplotlib; print(matplotlib.rcParams['font.family'])"])
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "['sans-serif', 'WenQuanYi Micro Hei']"
+    assert cp.stderr == ""
 
 
 def test_manifest_lists_the_archive_pin(built):
     m = built.manifest
     text = json.dumps(m)
     assert testimages.sources().ci_commit in text
-    pkgs = text
-    for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
-        assert name in pkgs
+    if "python_packages" in m:  # pydeps=pip: the venv's, at upstream's versions
+        venv = {p["name"].lower().replace("_", "-"): p["version"] for p in m["python_packages"]}
+        assert {n: venv.get(n) for n in ("jupyter-server", "ipykernel", "fastapi", "uvicorn")} == \
+            {"jupyter-server": "2.20.0", "ipykernel": "6.31.0", "fastapi": "0.111.0", "uvicorn": "0.30.1"}
+    else:
+        for name in ("python3-jupyter-server", "python3-ipykernel", "python3-fastapi", "python3-uvicorn"):
+            assert name in text
 
 
 def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
@@ -137,32 +160,6 @@ def test_stack_from_the_built_tree_serves_health_on_loopback_only(tree):
     assert local & envd, f"the tree's envd is not listening: {sorted(local)}"
     for addr in local - envd:
         assert addr.startswith("127.") or addr.startswith("[::1]"), f"non-loopback listener {addr}"
-
-
-def make_wheel(directory, name="e2b_ci_probe", version="1.0"):
-    """A minimal pure-Python wheel, built here (no index needed)."""
-    import base64
-    import hashlib
-    import zipfile
-    files = {
-        f"{name}/__init__.py": b"OK = 'e2b-ci probe'\n",
-        f"{name}-{version}.dist-info/METADATA":
-            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
-        f"{name}-{version}.dist-info/WHEEL":
-            b"Wheel-Version: 1.0\nGenerator: e2b-images tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = f"{name}-{version}.dist-info/RECORD"
-    lines = []
-    for path, data in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        lines.append(f"{path},sha256={digest},{len(data)}")
-    lines.append(f"{record},,")
-    files[record] = ("\n".join(lines) + "\n").encode()
-    wheel = directory / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, data in files.items():
-            z.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
-    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("good_hash", [True, False], ids=["hash-ok", "hash-mismatch"])
@@ -193,12 +190,12 @@ mkdir -p $m {tmp_path}/up {tmp_path}/wk
 mount -t overlay overlay -o lowerdir={tree},upperdir={tmp_path}/up,workdir={tmp_path}/wk $m
 mount -t proc proc $m/proc
 mount --bind /dev $m/dev
-cp -a {staged} $m/var/tmp/e2b-ci-pydeps
+cp -a {staged} $m/var/lib/e2b-ci-pydeps
 export BUILDROOT=$m PATH={bindir}:/usr/sbin:/usr/bin:/sbin:/bin
 set +e
 sh {ROOT}/os-image/mkosi.profiles/e2b-ci/mkosi.postinst
 rc=$?
-test ! -e $m/var/tmp/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
+test ! -e $m/var/lib/e2b-ci-pydeps || {{ echo "staged wheels left in the tree"; rc=1; }}
 if [ $rc = 0 ]; then
   chroot $m /usr/lib/e2b-code-interpreter/venv/bin/python -c 'import e2b_ci_probe, fastapi, sys; print("IMPORT", e2b_ci_probe.OK, sys.prefix)'
   cat $m/usr/lib/systemd/system/jupyter.service.d/10-pydeps-pip.conf

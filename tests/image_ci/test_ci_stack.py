@@ -38,14 +38,29 @@ def test_readme_stack_table_matches_the_image(built):
 
 
 def test_stack_table_refuses_a_package_the_image_lacks(built, tmp_path):
-    """The table cannot claim a version the image does not have."""
+    """The table cannot claim a version the image does not have (a Debian
+    package for pydeps=debian, a venv package for pydeps=pip), nor a pip
+    version other than upstream's without a recorded deviation."""
     m = built.manifest
-    m["packages"] = [p for p in m["packages"] if p["name"] != "python3-seaborn"]
-    (tmp_path / "manifest.json").write_text(json.dumps(m))
     reqs = built.tree / "usr/share/doc/e2b-code-interpreter/requirements.txt"
+    if "python_packages" in m:
+        m["python_packages"] = [p for p in m["python_packages"] if p["name"].lower() != "seaborn"]
+        message = f"seaborn: seaborn is not in the venv of {tmp_path}"
+    else:
+        m["packages"] = [p for p in m["packages"] if p["name"] != "python3-seaborn"]
+        message = "seaborn: python3-seaborn is not in the image's manifest"
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
     cp = run(["/usr/bin/python3", STACK_TABLE, tmp_path, "--requirements", reqs])
     assert cp.returncode == 1
-    assert "seaborn: python3-seaborn is not in the image's manifest" in cp.stderr
+    assert message in cp.stderr
+    if "python_packages" in m:
+        for p in m["python_packages"]:
+            if p["name"].lower() == "pandas":
+                p["version"] = "2.2.2"
+        (tmp_path / "manifest.json").write_text(json.dumps(m))
+        cp = run(["/usr/bin/python3", STACK_TABLE, tmp_path, "--requirements", reqs])
+        assert cp.returncode == 1
+        assert "pandas: the venv has 2.2.2, upstream pins 2.2.3, and no deviation is recorded" in cp.stderr
 
 
 def shipped_modules(built):
@@ -147,6 +162,80 @@ CASES = {
 }
 
 
+# Upstream's packages that Debian lacks: they ship with pydeps=pip only. Every
+# input is made here (no model, corpus or sound file is downloaded).
+PIP_ONLY_CASES = {
+    "spacy": """
+        import json
+        import spacy
+        nlp = spacy.blank("en")
+        doc = nlp("Hello, world! E2B's sandbox runs code.")
+        print(json.dumps({"tokens": [t.text for t in doc], "lang": nlp.lang, "pipes": nlp.pipe_names}))
+    """,
+    "textblob": """
+        import json
+        from textblob import TextBlob
+        # The PatternAnalyzer's lexicon ships inside textblob (no NLTK data).
+        print(json.dumps({"good": TextBlob("good").sentiment.polarity,
+                          "bad": TextBlob("bad").sentiment.polarity,
+                          "upper": str(TextBlob("e2b").upper())}))
+    """,
+    "librosa": """
+        import json
+        import numpy as np
+        import librosa
+        sr = 22050
+        t = np.arange(sr) / sr
+        y = 0.5 * np.sin(2 * np.pi * 440.0 * t)
+        f0 = librosa.yin(y, fmin=100, fmax=1000, sr=sr)
+        print(json.dumps({"f0": float(np.median(f0)), "note": librosa.hz_to_note(float(np.median(f0))),
+                          "duration": float(librosa.get_duration(y=y, sr=sr))}))
+    """,
+    "kaleido": """
+        import json, subprocess, sys
+        from importlib.metadata import version
+        import plotly.graph_objects as go
+        # The warning is given once per process: a fresh one (the kernel has
+        # imported everything already).
+        warn = subprocess.run([sys.executable, "-W", "always", "-c", "import plotly.io, kaleido"],
+                              capture_output=True, text=True).stderr
+        fig = go.Figure(go.Bar(x=["a", "b"], y=[3, 5]))
+        try:
+            png = fig.to_image(format="png", width=200, height=100)
+            got = {"png": png[:8].hex()}
+        except Exception as e:
+            got = {"error": type(e).__name__, "message": str(e).strip().splitlines()[0]}
+        got["versions"] = [version("plotly"), version("kaleido")]
+        got["warned"] = "Please upgrade Plotly to version 6.1.1" in warn
+        print(json.dumps(got))
+    """,
+    "bokeh": """
+        import json
+        from bokeh.embed import file_html, json_item
+        from bokeh.plotting import figure
+        from bokeh.resources import CDN
+        p = figure(title="e2b bokeh")
+        p.line([1, 2, 3], [4, 6, 5], name="series")
+        html = file_html(p, CDN, "e2b doc")
+        item = json_item(p)
+        print(json.dumps({"doctype": html.lstrip().lower().startswith("<!doctype html>"),
+                          "title": "<title>e2b doc</title>" in html,
+                          "roots": len(item["doc"]["roots"]), "has_series": '"series"' in json.dumps(item)}))
+    """,
+    "gensim": """
+        import json
+        from gensim.corpora import Dictionary
+        from gensim.models import Word2Vec
+        texts = [["cat", "sat", "mat"], ["dog", "sat", "log"], ["cat", "dog", "sat"]]
+        d = Dictionary(texts)
+        model = Word2Vec(texts, vector_size=8, min_count=1, seed=1, workers=1, epochs=5)
+        print(json.dumps({"ids": d.token2id, "bow": d.doc2bow(["sat", "sat", "dog"]),
+                          "first": model.wv.index_to_key[0], "dims": int(model.wv["cat"].shape[0]),
+                          "vocab": len(model.wv)}))
+    """,
+}
+
+
 @pytest.fixture(scope="module")
 def executed(built, tmp_path_factory):
     """The stack started from the built tree (chroot as uid 1000, private
@@ -164,6 +253,7 @@ def executed(built, tmp_path_factory):
     """)
     cases = [{"name": "imports", "code": imports}]
     cases += [{"name": k, "code": textwrap.dedent(v)} for k, v in CASES.items()]
+    cases += [{"name": k, "code": textwrap.dedent(v)} for k, v in PIP_ONLY_CASES.items() if k in mods]
     path = tmp_path_factory.mktemp("ci-stack") / "cases.json"
     path.write_text(json.dumps(cases))
     cp = run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
@@ -244,3 +334,52 @@ def test_startup_scripts_dataframe_and_pil_display(executed):
     assert df["data"] == {"a": [1, 2], "b": ["x", "y"]}
     pil = answer(executed, "startup-pil")["results"]
     assert any(base64.b64decode(r.get("png") or "")[:4] == b"\x89PNG" for r in pil), pil
+
+
+def pip_only(executed, name):
+    if name not in executed[0]:
+        pytest.skip(f"{name} is not shipped by this build (Debian has no package; pydeps=pip ships it)")
+    return printed(executed, name)
+
+
+def test_spacy_blank_pipeline_tokenizes(executed):
+    got = pip_only(executed, "spacy")
+    assert got == {"tokens": ["Hello", ",", "world", "!", "E2B", "'s", "sandbox", "runs", "code", "."],
+                   "lang": "en", "pipes": []}
+
+
+def test_textblob_sentiment_from_its_own_lexicon(executed):
+    got = pip_only(executed, "textblob")
+    assert got["good"] == pytest.approx(0.7) and got["bad"] == pytest.approx(-0.7)
+    assert got["upper"] == "E2B"
+
+
+def test_librosa_finds_the_pitch_of_a_generated_tone(executed):
+    got = pip_only(executed, "librosa")
+    assert got["f0"] == pytest.approx(440.0, rel=0.01) and got["note"] == "A4"
+    assert got["duration"] == pytest.approx(1.0)
+
+
+def test_kaleido_plotly_to_png_fails_as_upstreams_does(executed):
+    """Upstream pins plotly 6.0.1 with kaleido 1.3.0, which plotly 6.0.1 does
+    not support: importing kaleido warns to upgrade plotly to 6.1.1, and
+    plotly's PNG export says kaleido is missing. Our pip stack has upstream's
+    exact versions, so it does the same (kaleido 1.x would also need a Chrome,
+    which upstream's image does not install either); os-image/e2b-ci/README.md,
+    "Python stack"."""
+    got = pip_only(executed, "kaleido")
+    assert got["versions"] == ["6.0.1", "1.3.0"] and got["warned"] is True
+    assert got["error"] == "ValueError"
+    assert got["message"] == 'Image export using the "kaleido" engine requires the kaleido package,'
+
+
+def test_bokeh_html_document(executed):
+    got = pip_only(executed, "bokeh")
+    assert got == {"doctype": True, "title": True, "roots": 1, "has_series": True}
+
+
+def test_gensim_dictionary_and_word2vec(executed):
+    got = pip_only(executed, "gensim")
+    assert got["ids"] == {"cat": 0, "mat": 1, "sat": 2, "dog": 3, "log": 4}
+    assert got["bow"] == [[2, 2], [3, 1]]
+    assert got["first"] == "sat" and got["dims"] == 8 and got["vocab"] == 5

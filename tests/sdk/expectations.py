@@ -161,6 +161,17 @@ CI_EXPECTED = {
     "ci_error": {"name": "ValueError", "value": "sdk boom", "hasTraceback": True},
     # State persists within the new context and not outside it.
     "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True},
+    # Both streams, in the execution's logs and through the callbacks.
+    "ci_streams": {"stdout": ["out-line\n"], "stderr": ["err-line\n"], "onStdout": ["out-line\n"],
+                   "onStderr": ["err-line\n"]},
+    # envs= holds for that execution only (a str result comes back as its text).
+    "ci_env": {"given": "from-sdk", "after": "unset"},
+    # A DataFrame comes back as an HTML table (upstream's startup scripts add data too).
+    "ci_dataframe": {"results": 1, "table": True, "cells": ["<th>a</th>", "<th>b</th>", "<td>x</td>", "<td>y</td>"]},
+    # A restarted context has lost its state.
+    "ci_restart": {"before": "7", "afterError": "NameError"},
+    # run_code's own timeout raises the SDK's timeout error.
+    "ci_timeout": {"timedOut": True},
 }
 
 

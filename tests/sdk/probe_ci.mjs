@@ -2,7 +2,7 @@
 // SDK from npm in debug mode (envd at localhost:49983, the code interpreter
 // at localhost:49999, both through e2b-hostlink forward). One line per case,
 // CASE <name> <json>, the twin of probe_ci.py; expectations in test_sdk_ci.py.
-import { Sandbox } from '@e2b/code-interpreter'
+import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 const CHART = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label="squares")\nplt.title("sdk chart")\nplt.show()'
 let sbx
@@ -38,6 +38,47 @@ cases.ci_contexts = async () => {
   const outside = await sbx.runCode('x')
   const listed = (await sbx.listCodeContexts()).some((c) => c.id === ctx.id)
   return { language: ctx.language, text: inCtx.text ?? null, outsideError: outside.error?.name ?? null, listed }
+}
+
+cases.ci_streams = async () => {
+  const out = []
+  const err = []
+  const ex = await sbx.runCode('import sys\nprint("out-line")\nprint("err-line", file=sys.stderr)',
+    { onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line) })
+  return { stdout: ex.logs.stdout, stderr: ex.logs.stderr, onStdout: out, onStderr: err }
+}
+
+cases.ci_env = async () => {
+  const given = await sbx.runCode('import os\nos.environ.get("E2B_CI_PROBE")', { envs: { E2B_CI_PROBE: 'from-sdk' } })
+  const after = await sbx.runCode('import os\nos.environ.get("E2B_CI_PROBE", "unset")')
+  return { given: given.text ?? null, after: after.text ?? null }
+}
+
+cases.ci_dataframe = async () => {
+  const ex = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+  const html = ex.results[0]?.html ?? ''
+  return {
+    results: ex.results.length, table: html.includes('<table'),
+    cells: ['<th>a</th>', '<th>b</th>', '<td>x</td>', '<td>y</td>'].filter((c) => html.includes(c)),
+  }
+}
+
+cases.ci_restart = async () => {
+  const ctx = await sbx.createCodeContext()
+  const before = await sbx.runCode('y = 7\ny', { context: ctx })
+  await sbx.restartCodeContext(ctx)
+  const after = await sbx.runCode('y', { context: ctx })
+  return { before: before.text ?? null, afterError: after.error?.name ?? null }
+}
+
+cases.ci_timeout = async () => {
+  const ctx = await sbx.createCodeContext()
+  try {
+    await sbx.runCode('import time\ntime.sleep(120)', { context: ctx, timeoutMs: 3000 })
+    return { timedOut: false }
+  } catch (e) {
+    return { timedOut: e instanceof TimeoutError }
+  }
 }
 
 for (const [name, run] of Object.entries(cases)) {

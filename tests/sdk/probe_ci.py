@@ -6,6 +6,7 @@ import base64
 import json
 import traceback
 
+from e2b import TimeoutException
 from e2b_code_interpreter import Sandbox
 
 CHART = ('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label="squares")\n'
@@ -48,7 +49,48 @@ def ci_contexts():
             "outsideError": outside.error.name if outside.error else None, "listed": listed}
 
 
-for fn in (ci_run_code, ci_chart, ci_error, ci_contexts):
+def ci_streams():
+    out, err = [], []
+    ex = state["sbx"].run_code('import sys\nprint("out-line")\nprint("err-line", file=sys.stderr)',
+                               on_stdout=lambda m: out.append(m.line), on_stderr=lambda m: err.append(m.line))
+    return {"stdout": ex.logs.stdout, "stderr": ex.logs.stderr, "onStdout": out, "onStderr": err}
+
+
+def ci_env():
+    sbx = state["sbx"]
+    given = sbx.run_code('import os\nos.environ.get("E2B_CI_PROBE")', envs={"E2B_CI_PROBE": "from-sdk"})
+    after = sbx.run_code('import os\nos.environ.get("E2B_CI_PROBE", "unset")')
+    return {"given": given.text, "after": after.text}
+
+
+def ci_dataframe():
+    ex = state["sbx"].run_code('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+    html = ex.results[0].html if ex.results else ""
+    return {"results": len(ex.results), "table": "<table" in (html or ""),
+            "cells": [c for c in ("<th>a</th>", "<th>b</th>", "<td>x</td>", "<td>y</td>") if c in (html or "")]}
+
+
+def ci_restart():
+    sbx = state["sbx"]
+    ctx = sbx.create_code_context()
+    before = sbx.run_code("y = 7\ny", context=ctx)
+    sbx.restart_code_context(ctx)
+    after = sbx.run_code("y", context=ctx)
+    return {"before": before.text, "afterError": after.error.name if after.error else None}
+
+
+def ci_timeout():
+    sbx = state["sbx"]
+    ctx = sbx.create_code_context()
+    try:
+        sbx.run_code("import time\ntime.sleep(120)", context=ctx, timeout=3)
+        return {"timedOut": False}
+    except TimeoutException:
+        return {"timedOut": True}
+
+
+for fn in (ci_run_code, ci_chart, ci_error, ci_contexts, ci_streams, ci_env, ci_dataframe, ci_restart,
+           ci_timeout):
     try:
         obs = fn()
     except Exception:  # noqa: BLE001 - reported, and failed by test_sdk_ci.py
