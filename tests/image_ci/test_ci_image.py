@@ -127,6 +127,42 @@ def test_matplotlib_defaults_to_the_cjk_fallback_without_warnings(tree):
     assert cp.stderr == ""
 
 
+def test_venv_extension_modules_carry_no_debug_info(tree):
+    """pydeps=pip: the postinst strips the DWARF some wheels ship (spacy,
+    numba, gensim, Pillow: about 48 MiB of the compressed layer) from the
+    wheels' own modules, and leaves auditwheel's bundled libraries (*.libs/,
+    patchelf'd) alone; that the stripped modules still load is shown by
+    test_ci_stack.py's imports and known answers in a kernel."""
+    venv = tree / "usr/lib/e2b-code-interpreter/venv"
+    if not venv.is_dir():
+        pytest.skip("pydeps=debian build: no venv")
+    modules = [p for p in venv.rglob("*.so*") if p.is_file() and ".libs" not in p.parent.name]
+    assert len(modules) > 100, f"only {len(modules)} extension modules in {venv}"
+    with_debug = []
+    for so in modules:
+        cp = run(["readelf", "-S", "--wide", so])
+        assert cp.returncode == 0, f"readelf {so}: {cp.stderr}"
+        if " .debug_info " in cp.stdout:
+            with_debug.append(str(so.relative_to(tree)))
+    assert with_debug == [], f"{len(with_debug)} modules keep .debug_info: {with_debug[:5]}"
+
+
+def test_venv_bytecode_everywhere_but_the_test_suites(tree):
+    """pydeps=pip: every module has its unchecked-hash .pyc (the venv is
+    read-only for `user`, so a missing one is compiled on every import),
+    except the packages' own test suites (tests/, test/), which stay source."""
+    site = next((tree / "usr/lib/e2b-code-interpreter/venv/lib").glob("python3*/site-packages"), None)
+    if site is None:
+        pytest.skip("pydeps=debian build: no venv")
+    for module in ("pandas/core/frame.py", "matplotlib/pyplot.py", "spacy/language.py"):
+        py = site / module
+        assert list((py.parent / "__pycache__").glob(py.stem + ".*.pyc")), f"no bytecode for {py}"
+    suites = [d for d in site.rglob("tests") if d.is_dir()]
+    assert len(suites) > 50, f"only {len(suites)} tests/ directories under {site}"
+    compiled = [str(p.relative_to(site)) for d in suites for p in d.rglob("*.pyc")]
+    assert compiled == [], f"{len(compiled)} .pyc in test suites: {compiled[:5]}"
+
+
 def test_manifest_lists_the_archive_pin(built):
     m = built.manifest
     text = json.dumps(m)
