@@ -34,6 +34,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -139,7 +141,41 @@ def unpack(spec: str, transport: str, ref: str, skopeo_ref: str, dest: str) -> s
     cp = subprocess.run(["umoci", "unpack", "--image", image, bundle], capture_output=True, text=True)
     if cp.returncode != 0:
         raise Refused(f"base {spec}: umoci cannot unpack it: {cp.stderr.strip()[-2000:]}")
-    return os.path.join(bundle, "rootfs")
+    root = os.path.join(bundle, "rootfs")
+    drop_special_files(root)
+    drop_apt_state(root)
+    return root
+
+
+def drop_apt_state(root: str) -> None:
+    """The base's apt state and caches go (the images drop their lists
+    anyway): mkosi 24 gives apt the archive's package lists only when the
+    root's /var/lib/apt and /var/cache/apt are empty, and otherwise finds no
+    package at all. Its dpkg database stays; what goes with the state is apt's
+    auto-installed marks (extended_states), so every package of the base
+    counts as installed by hand, which no autoremove touches."""
+    for sub in ("var/lib/apt", "var/cache/apt"):
+        d = os.path.join(root, sub)
+        if os.path.isdir(d) and not os.path.islink(d):
+            for n in os.listdir(d):
+                p = os.path.join(d, n)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    shutil.rmtree(p)
+                else:
+                    os.unlink(p)
+
+
+def drop_special_files(root: str) -> None:
+    """Device nodes, fifos and sockets go (a debootstrap-made image has
+    /dev/null and friends): the guest's /dev is a devtmpfs, and mkosi's copy
+    of a base tree reads every file's contents, which a device or fifo has
+    not."""
+    for d, dirs, files in os.walk(root):
+        for n in files + dirs:
+            p = os.path.join(d, n)
+            mode = os.lstat(p).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                os.unlink(p)
 
 
 def resolve(root: str, path: str, hops: int = 40) -> str | None:

@@ -2,8 +2,9 @@
 themselves: no container registry can be reached from our machines.
 
 debian_base(): a real Debian trixie made by debootstrap (minbase, plus `jq`,
-the package the result must keep), packed by umoci into an OCI layout of
-three layers under the ref `v1`:
+the package the result must keep, and an account `node` with uid 1000, as
+the node images have, which user `user` must not take or break), packed by
+umoci into an OCI layout of three layers under the ref `v1`:
   1. the debootstrap tree (with /etc/e2b-test-doomed, removed by layer 3);
   2. the marker file /etc/e2b-test-base-marker (umoci insert);
   3. a whiteout of /etc/e2b-test-doomed (umoci insert --whiteout), so the
@@ -41,7 +42,8 @@ MARKER_TEXT = "made by tests/builder/bases.py\n"
 DOOMED = "/etc/e2b-test-doomed"
 REF = "v1"
 # Bump when the recipe below changes: part of the cache key.
-RECIPE = "debootstrap-minbase-2"
+RECIPE = "debootstrap-minbase-3"
+NODE_UID = 1000
 
 
 def run(*cmd, **kw):
@@ -84,6 +86,8 @@ def debian_tarball(release: str = RELEASE, include: tuple = INCLUDE,
             for p in (rootfs / sub).glob("*"):
                 if p.is_file():
                     p.unlink()
+        run("chroot", rootfs, "useradd", "--uid", NODE_UID, "--user-group", "--create-home",
+            "--shell", "/bin/bash", "node")
         (rootfs / DOOMED.lstrip("/")).write_text("a whiteout in a later layer removes this\n")
         tmp = out.with_suffix(".part")
         names = sorted(os.listdir(rootfs))
@@ -151,4 +155,8 @@ def docker_archive(layout: pathlib.Path, ref: str, dest: pathlib.Path, tag: str)
 
 
 if __name__ == "__main__":
-    print(debian_tarball())
+    # By hand and in ci/image.yml: bases.py DIR writes the Debian base's
+    # layout to DIR (ref v1), for `make flavor=e2b-rt base=oci:DIR:v1`.
+    if len(sys.argv) != 2:
+        sys.exit("usage: bases.py DIR")
+    print(f"oci:{debian_base(pathlib.Path(sys.argv[1]).resolve())}:{REF}")
