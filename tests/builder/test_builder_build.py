@@ -7,16 +7,15 @@ What the base had is still there; what we add is there and is ours; the
 labels and manifest.json name the base by its name and the digest of the
 test's own layout. The checks of tests/image/test_image_build.py that hold
 for any image of ours run here too, against this build: they are imported
-by name below, so pytest collects them in this module, where the fixtures
-`built`, `tree` and `layer` are this build's. (Not imported: the checks of
-what a flavor alone decides, uid 1000 for `user`, no docs, the layer's size,
-which a base of one's own changes.)"""
+by name below, so pytest collects them in this module, where the fixture
+`built` (and `tree` and `layer`, imported too, over it) is this build's.
+(Not imported: the checks of what a flavor alone decides, uid 1000 for
+`user`, no docs, the layer's size, which a base of one's own changes.)"""
 import json
 import pathlib
 import re
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
@@ -28,6 +27,7 @@ import bases  # noqa: E402
 import builder_image  # noqa: E402
 import testimages  # noqa: E402
 from image_helpers import real_envd  # noqa: E402,F401  (a fixture, used by name)
+from test_image_build import layer, tree  # noqa: E402,F401  (fixtures over `built`, this build's)
 from test_image_build import (  # noqa: E402,F401  (collected here, run against this build)
     test_apt_sources_are_the_build_sources, test_binaries_and_modes, test_envd_version_matches_binary,
     test_ext4_passes_e2fsck, test_ext4_superblock_is_fixed, test_git_is_a_client_without_server_helpers,
@@ -53,21 +53,6 @@ def bb():
 @pytest.fixture(scope="module")
 def built(bb):
     return bb.built
-
-
-@pytest.fixture(scope="module")
-def tree(built):
-    assert built.tree.is_dir()
-    return built.tree
-
-
-@pytest.fixture(scope="module")
-def layer(built):
-    m = built.manifest["outputs"]["oci"]
-    blob = built.dir / "oci/blobs/sha256" / m["layers"][0]["digest"].split(":")[1]
-    t = tarfile.open(blob, "r:gz")
-    yield {mi.name: mi for mi in t.getmembers()}, t
-    t.close()
 
 
 def accounts(tree, name):
