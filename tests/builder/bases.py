@@ -99,6 +99,15 @@ def debian_tarball(release: str = RELEASE, include: tuple = INCLUDE,
     return out
 
 
+def first_device_node(tarball: pathlib.Path) -> str | None:
+    """The first character or block device in TARBALL (debootstrap makes /dev/console, …)."""
+    with tarfile.open(tarball, "r:gz") as tar:
+        for m in tar:
+            if m.ischr() or m.isblk():
+                return m.name
+    return None
+
+
 def layout_digest(layout: pathlib.Path, ref: str) -> str:
     """The manifest digest index.json names for REF, read from the layout itself."""
     index = json.loads((layout / "index.json").read_text())
@@ -108,9 +117,9 @@ def layout_digest(layout: pathlib.Path, ref: str) -> str:
     raise KeyError(f"{layout}: no ref {ref}")
 
 
-def debian_base(dest: pathlib.Path) -> pathlib.Path:
+def debian_base(dest: pathlib.Path, release: str = RELEASE) -> pathlib.Path:
     """DEST: an OCI layout of the debootstrap base, its three layers under REF."""
-    tarball = debian_tarball()
+    tarball = debian_tarball(release)
     run("umoci", "init", "--layout", dest)
     run("umoci", "new", "--image", f"{dest}:{REF}")
     with tempfile.TemporaryDirectory(prefix="e2b-test-layer-", dir="/var/tmp") as tmp:
