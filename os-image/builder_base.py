@@ -40,11 +40,11 @@ import subprocess
 import sys
 import tarfile
 
-# The releases a base may be: those our flavors build and builder mode has
-# been tested with. Package names differ between Debian releases (libssl3 in
-# bookworm, libssl3t64 in trixie: os-image/mkosi.conf.d/); bookworm bases
-# are not served yet.
-SUPPORTED = {"debian": ("trixie",)}
+# The releases a base may be: those our flavors build (package names differ
+# between them, libssl3 in bookworm and libssl3t64 in trixie, and
+# os-image/mkosi.conf.d/ picks by the release the base sets). Ubuntu's
+# archive cannot be reached from our build machines: its bases are refused.
+SUPPORTED = {"debian": ("trixie", "bookworm")}
 NEEDS = ("/usr/bin/dpkg", "/usr/bin/apt-get", "/var/lib/dpkg/status")
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")

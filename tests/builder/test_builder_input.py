@@ -101,12 +101,13 @@ def test_distroless_base_in_a_docker_archive(tmp_path):
 
 @pytest.mark.parametrize("fields,expect", [
     ({"ID": "fedora", "PRETTY_NAME": "Fedora Linux 41"},
-     "its /etc/os-release says Fedora Linux 41 (ID=fedora), not Debian; supported bases: debian trixie"),
+     "its /etc/os-release says Fedora Linux 41 (ID=fedora), not Debian; "
+     "supported bases: debian trixie, debian bookworm"),
     ({"ID": "ubuntu", "VERSION_CODENAME": "noble", "PRETTY_NAME": "Ubuntu 24.04 LTS"},
      "Ubuntu's archive cannot be reached from our build machines"),
     ({"ID": "debian", "VERSION_CODENAME": "buster", "PRETTY_NAME": "Debian GNU/Linux 10 (buster)"},
      "Debian GNU/Linux 10 (buster) (VERSION_CODENAME=buster) is a release this build cannot serve; "
-     "supported bases: debian trixie"),
+     "supported bases: debian trixie, debian bookworm"),
 ], ids=["fedora", "ubuntu", "buster"])
 def test_os_release_not_served(tmp_path, fields, expect):
     """dpkg and apt are there, the release is not ours. /etc/os-release is an
