@@ -24,6 +24,7 @@ from template_warmup import template_spec  # noqa: E402
 from templates import FLAVORS  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
+TEMPLATE_UNIT = "e2b-template.service"
 
 
 def variant(warmup: str = "") -> vm.Variant:
@@ -47,9 +48,27 @@ def booted():
     return res
 
 
+def judged(res: dict, check: str) -> dict:
+    """The report as CHECK judges it. guest/template.sh ends by making the
+    start command exit at once, on purpose (the warmup must then fail: its
+    template_exits_* keys), so e2b-template.service is failed by the test
+    itself by the time the units are listed; no_failed_units judges every
+    other unit, as in a flavor's boot. (That the unit ran before the break
+    is test_pool_warmup_passes and test_start_command_runs_as_user.)"""
+    if check != "no_failed_units":
+        return res
+    rep = dict(res["report"])
+    assert rep.get("template_exits_rc") == "1", "the probe's deliberate break of the start command did not run"
+    rep["failed_units"] = " ".join(u for u in rep.get("failed_units", "").split() if u != TEMPLATE_UNIT)
+    rep["services"] = "\n".join(l for l in rep.get("services", "").splitlines()
+                                if f"Id={TEMPLATE_UNIT}" not in l.split())
+    rep.pop("journal_e2b_template_service", None)
+    return {**res, "report": rep}
+
+
 @pytest.mark.parametrize("check", sorted(checks.checks_for(variant())))
 def test_boot(booted, check):
-    ok, detail = checks.checks_for(variant())[check](booted)
+    ok, detail = checks.checks_for(variant())[check](judged(booted, check))
     if not ok:
         pytest.fail(f"{check}: {detail}\n--- console tail ---\n{booted.get('console', '')[-2500:]}", pytrace=False)
     print(f"{check}: {detail}")
