@@ -3,6 +3,7 @@
 # Targets:
 #   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
 #   make template=DIR             build a template directory on its flavor into out/<name>/ (template/README.md)
+#   make flavor=F base=oci:PATH[:REF]|docker-archive:FILE   builder mode: F's runtime onto an image of one's own
 #   make repro [flavor=]          build twice from scratch, compare every digest (also template=DIR)
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
 #   make clone-test               snapshot a warm e2b-rt in QEMU, restore clones, check the clone step
@@ -25,6 +26,7 @@
 #   pack=0|1 [1]           mkosi_args=...         (bench/image.sh's peer run)
 #   registry tag cert_dir flavors boot_timeout    (ci/ci.mk)   archive=FILE (ci-patch-check)
 #   build=DIR [build]      fuzz_seconds [300]     pytest_args=...
+#   base=oci:PATH[:REF]|docker-archive:FILE   builder mode (template/README.md)
 # Toolchain variables keep make's usual names: CC CLANG CFLAGS PKG_CONFIG DESTDIR.
 # The upper-case names these knobs once had (BUILD, FUZZ_SECONDS, PYTEST_ARGS,
 # PACK, MKOSI_ARGS) are still accepted.

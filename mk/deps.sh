@@ -29,10 +29,11 @@ pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   docker-registry python3-pip python3-venv nix-bin xz-utils zip socat"
 # Images: mkosi's host tools, OCI tools, the boot test; pip for e2b-ci's
 # wheels (pydeps=pip) and packaging for its constraints generator; binutils
-# strips the debug info some wheels ship (e2b-ci mkosi.postinst).
+# strips the debug info some wheels ship (e2b-ci mkosi.postinst); the
+# builder-mode tests' own base image (debootstrap).
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
   skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot
-  busybox-static python3-pip python3-packaging binutils"
+  busybox-static python3-pip python3-packaging binutils debootstrap"
 
 # libclang-rt-dev is called libclang-rt-14-dev on bookworm.
 [ "$codename" = bookworm ] && pkgs_build=${pkgs_build/libclang-rt-dev/libclang-rt-14-dev}

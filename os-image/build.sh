@@ -12,6 +12,9 @@
 #   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
 #   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
 #   TEMPLATE_JSON (set by os-image/template.sh: a template on FLAVOR, for its labels)
+#   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
+#   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
+#   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
 #   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
@@ -53,16 +56,41 @@ RECIPES=$(cd "$RECIPES" && pwd)
 work=$OUT/work
 extra=$work/extra
 ws=
+basework=
+made_out=0
+[ -e "$OUT" ] || made_out=1
 # A build that stops leaves no half-made work behind (a finished one keeps
 # work/ for inspection; out/<flavor>'s outputs are replaced only by pack.py).
 finish() {
     local rc=$?
     [ -z "$ws" ] || rm -rf "$ws"
+    [ -z "$basework" ] || rm -rf "$basework"
     [ "$rc" = 0 ] || rm -rf "$work"
+    # Nor an empty out/<flavor>/ it made itself.
+    if [ "$rc" != 0 ] && [ "$made_out" = 1 ]; then rmdir "$OUT" 2>/dev/null || true; fi
 }
 trap finish EXIT
 rm -rf "$work"
 mkdir -p "$work" "$extra" "$CACHE"
+
+# 0. Builder mode: the base image is found, inspected, unpacked and checked
+# (apt and dpkg, a Debian release we serve) before anything else; its
+# os-release decides the distro and release the runtime is installed from.
+base_json=
+if [ -n "${BASE:-}" ]; then
+    basework=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-base.XXXXXX")
+    say "base: $BASE: unpacking and checking it"
+    $py "$here/builder_base.py" --base "$BASE" --dest "$basework" \
+        --relative-to "${BASE_RELATIVE_TO:-$top}" > "$work/base.json" || exit 1
+    base_json=$work/base.json
+    basefield() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$base_json" "$1"; }
+    base_distro=$(basefield distro) base_release=$(basefield release)
+    if [ "$base_distro/$base_release" != "$DISTRO/$RELEASE" ]; then
+        say "base: $BASE is $base_distro/$base_release: our runtime comes from that release (not $DISTRO/$RELEASE)"
+    fi
+    DISTRO=$base_distro RELEASE=$base_release
+    say "base: $BASE = $(basefield name)@$(basefield digest) ($(basefield os))"
+fi
 
 # 1. apt sources for mkosi (and the archive list for the manifest).
 pkgmngr=$work/pkgmngr
@@ -186,7 +214,11 @@ done < <(cat "${presets[@]}")
 [ "${#shipped[@]}" -gt 0 ] || die "flavor $FLAVOR: its presets enable no unit from $top/units"
 
 incargs=()
-if [ "$INCREMENTAL" = 1 ]; then
+# A base image is not cached by mkosi (BaseTrees= turns Incremental= off):
+# its packages are installed over it afresh each time.
+if [ -n "$base_json" ]; then
+    incargs=(--base-tree "$(basefield rootfs)")
+elif [ "$INCREMENTAL" = 1 ]; then
     # pydeps=pip installs other packages: its own cache, so the two paths do not evict each other.
     inc=$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE
     if [ "${PYDEPS:-}" = pip ]; then inc=$inc-pip; fi
@@ -229,10 +261,12 @@ fi
 # Label inputs (os-image/labels.py): the flavor's defaults (or the
 # template's), the commit.
 $py "$here/labels.py" --flavor "$FLAVOR" --repo "$top" --source "${SOURCE_URL:-}" \
-    ${TEMPLATE_JSON:+--template "$TEMPLATE_JSON"} --out "$work/meta.json" || die "labels: no meta file (see above)"
+    ${TEMPLATE_JSON:+--template "$TEMPLATE_JSON"} ${base_json:+--base "$base_json"} \
+    --out "$work/meta.json" || die "labels: no meta file (see above)"
 $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
-    --headroom-mb "$ROOTFS_HEADROOM_MB" --meta "$work/meta.json" || die "pack failed"
+    --headroom-mb "$ROOTFS_HEADROOM_MB" --meta "$work/meta.json" \
+    ${base_json:+--base "$base_json"} || die "pack failed"
 say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

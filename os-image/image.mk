@@ -31,6 +31,10 @@ pack            ?= $(or $(PACK),1)
 mkosi_args      ?= $(MKOSI_ARGS)
 # The repository's URL, for the org.opencontainers.image.source label (none by default).
 source_url      ?=
+# Builder mode: an image of one's own to install the flavor's runtime onto,
+# oci:PATH[:REF] or docker-archive:FILE (PATH relative to this directory);
+# its os-release sets distro and release (template/README.md, "Builder mode").
+base            ?=
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
@@ -39,7 +43,8 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
-        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)'
+        PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)' \
+        BASE='$(base)'
 
 # A template directory (template/README.md): `make template=DIR` builds it on
 # its base flavor into out/<name>/ (os-image/template.sh).

@@ -162,8 +162,7 @@ def write_meta(argv) -> int:
     ap.add_argument("--template", help="the template's JSON, from build/e2b-template")
     ap.add_argument("--repo", required=True)
     ap.add_argument("--source", default="", help="the repository's URL (make source_url=)")
-    ap.add_argument("--base-name", default="")
-    ap.add_argument("--base-digest", default="")
+    ap.add_argument("--base", help="builder mode: os-image/builder_base.py's JSON (the base image's name and digest)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     flavors_json = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flavors.json")
@@ -191,8 +190,15 @@ def write_meta(argv) -> int:
         # No single license covers an image of Debian packages: each package's
         # terms are in its /usr/share/doc/<package>/copyright (SPDX NOASSERTION).
         "licenses": "NOASSERTION",
-        "base_name": a.base_name, "base_digest": a.base_digest,
+        "base_name": "", "base_digest": "",
     })
+    if a.base:
+        with open(a.base, encoding="utf-8") as f:
+            b = json.load(f)
+        meta["base_name"], meta["base_digest"] = b["name"], b["digest"]
+        if not a.template:
+            meta["description"] = f"{d['description']}, installed onto the image {b['name']}"
+
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({k: meta[k] for k in META_KEYS}, f, sort_keys=True, indent=2)
         f.write("\n")

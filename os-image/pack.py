@@ -292,6 +292,7 @@ def main(argv):
     ap.add_argument("--apt-lists", required=True)
     ap.add_argument("--headroom-mb", type=int, default=256)
     ap.add_argument("--meta", required=True, help="build.sh's label inputs (labels.META_KEYS)")
+    ap.add_argument("--base", help="builder mode: os-image/builder_base.py's JSON (the base image)")
     a = ap.parse_args(argv)
     with open(a.archives, encoding="utf-8") as f:
         archive = archive_state(json.load(f), a.apt_lists)
@@ -325,6 +326,12 @@ def main(argv):
     }
     if venv := venv_packages(a.tree):
         manifest["python_packages"] = venv
+    if a.base:
+        # The image our runtime was installed onto (builder mode); no path of
+        # the build machine, so manifests of the same base compare equal.
+        with open(a.base, encoding="utf-8") as f:
+            b = json.load(f)
+        manifest["base"] = {k: b[k] for k in ("name", "digest", "os", "distro", "release")}
     with open(os.path.join(a.out, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, sort_keys=True, indent=2)
         f.write("\n")

@@ -41,9 +41,14 @@ field() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv
 print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$json" "$1"; }
 name=$(field name)
 base=$(field base)
+[ -z "${BASE:-}" ] || die "base=$BASE and template=$TEMPLATE together: a template names its base in its template.conf"
+# Builder mode: an image of one's own (a path relative to the template
+# directory) gets e2b-rt's runtime, then the template on top.
+flavor=$base
 case "$base" in
     oci:*|docker-archive:*)
-        die "$TEMPLATE/template.conf: base $base: builder mode (a base image of one's own) is not supported by this build yet; use a flavor: $FLAVORS" ;;
+        flavor=e2b-rt
+        export BASE=$base BASE_RELATIVE_TO=$TEMPLATE ;;
 esac
 
 # The staged layer: the files at their destinations (mode set; owners and
@@ -58,7 +63,7 @@ args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
       --finalize-script "$here/template.finalize")
 for p in $(field packages); do args+=(--volatile-package "$p"); done
 echo "template: $name on $base -> $out" >&2
-export FLAVOR=$base OUT=$out TEMPLATE_JSON=$json MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
+export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
     bash "$here/repro.sh"
 else

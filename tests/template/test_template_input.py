@@ -78,10 +78,14 @@ def test_missing_file_is_named(tmp_path):
     assert not (cp.out / "web").exists()
 
 
-def test_builder_mode_base_is_refused_as_not_done(tmp_path):
-    d = template_dir(tmp_path, "name = web\nbase = oci:/tmp/nowhere:latest\n")
+def test_image_base_that_does_not_exist(tmp_path):
+    """Builder mode (tests/builder/ has the rest): a base image that is not
+    there stops the build before mkosi, naming it."""
+    missing = tmp_path / "nowhere"
+    d = template_dir(tmp_path, f"name = web\nbase = oci:{missing}:latest\n")
     cp = build(tmp_path, d)
-    assert cp.returncode != 0 and "builder mode" in cp.stderr and "not supported" in cp.stderr
+    assert cp.returncode != 0 and f"base oci:{missing}:latest: {missing} does not exist" in cp.stderr, cp.stderr
+    assert "image: mkosi:" not in cp.stderr
     assert not (cp.out / "web").exists()
 
 
