@@ -163,6 +163,15 @@ def docker_archive(layout: pathlib.Path, ref: str, dest: pathlib.Path, tag: str)
     return dest
 
 
+def archive_tag(archive: pathlib.Path) -> str:
+    """The first RepoTag of a docker archive's manifest.json: the name the
+    build must report for it (skopeo, like `docker save`, writes TAG there
+    normalized with its default registry, so the tests read it back rather
+    than spell a registry's name)."""
+    with tarfile.open(archive) as t:
+        return json.load(t.extractfile("manifest.json"))[0]["RepoTags"][0]
+
+
 if __name__ == "__main__":
     # By hand and in ci/image.yml: bases.py DIR writes the Debian base's
     # layout to DIR (ref v1), for `make flavor=e2b-rt base=oci:DIR:v1`.

@@ -40,15 +40,17 @@ def built(tmp_path_factory):
     if not b.ok or cp.returncode != 0:
         pytest.fail(b.failure())
     b.base_digest = digest
+    b.base_name = bases.archive_tag(archive)
     return b
 
 
 def test_labels_are_e2b_rt_on_the_base(built):
     labels = testimages.check_labels(built, "e2b-rt", "e2b-rt", "10000,10052,10053,49983")
-    # skopeo writes the tag as docker.io/team/node:22 into the archive, as `docker save` does.
-    assert labels["org.opencontainers.image.base.name"] == f"docker.io/{TAG}"
+    # The archive's own tag: TAG as skopeo (like `docker save`) normalized it.
+    assert built.base_name.endswith("/" + TAG)
+    assert labels["org.opencontainers.image.base.name"] == built.base_name
     assert labels["org.opencontainers.image.base.digest"] == built.base_digest
-    assert labels["org.opencontainers.image.description"].endswith(f", installed onto the image docker.io/{TAG}")
+    assert labels["org.opencontainers.image.description"].endswith(f", installed onto the image {built.base_name}")
     assert labels["org.e2b-images.ready"] == "url http://127.0.0.1:49983/health"
     assert built.manifest["base"]["digest"] == built.base_digest
     assert labels["org.e2b-images.distro"] == f"debian/{RELEASE}"
