@@ -1,0 +1,80 @@
+"""Boot examples/templates/data (e2b-ci with sqlite3, a file and a build
+command; ready = file /home/user/data/example.db) once, in QEMU like the
+flavors (tests/boot/vm.py), at the template's own size (2 vCPU, 2 GiB), with
+guest/template.sh in the probe. Every check an e2b-ci boot gets
+(tests/boot/checks.py: the guard, envd through MMDS, the code interpreter
+on :49999, no failed units, the host's drops, …) runs against this boot, and
+the pool's warmup for the template (ci/templates.py, from the image's
+labels: envd, then the ready file) passes in the clone.
+
+Not a test_*.py: an e2b-ci template boot costs about as much as the e2b-ci
+boot (5-6 minutes under TCG), more than `make test` can afford next to it,
+so the image workflow (ci/image.yml) runs it by name:
+
+    /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests/boot/template_data_boot.py
+
+guest/template.sh is written for the web example: its steps after the
+warmup (the start unit, port 3000, SITE_DIR) report facts this test does
+not read; data has no start command, so they find no unit."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "ci"))
+
+import checks  # noqa: E402
+import testimages  # noqa: E402
+import vm  # noqa: E402
+from template_warmup import template_spec  # noqa: E402
+from templates import FLAVORS  # noqa: E402
+
+OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
+READY_FILE = "/home/user/data/example.db"
+
+
+def variant(warmup: str = "") -> vm.Variant:
+    # The template's own defaults (vcpu = 2, memory_mb = 2048 in its template.conf).
+    return vm.Variant("e2b-ci", "template-data", 2, 2048, timeout=720.0, template_warmup=warmup)
+
+
+@pytest.fixture(scope="module")
+def booted():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespace, tap device)")
+    b = testimages.template_image("data", "e2b-ci")
+    if not b.ok:
+        pytest.fail(b.failure())
+    spec = template_spec(b.out, "data", FLAVORS)
+    warmup = spec["warmup"]
+    assert warmup[:2] == ["sh", "-c"]
+    assert READY_FILE in warmup[2], warmup[2]
+    res = vm.boot(variant(warmup[2]), b.dir / "rootfs.ext4", keep_logs=OUT / "boot-test")
+    print("\n" + checks.timing_line(res))
+    if res.get("report", {}).get("done") != "1":
+        pytest.fail(f"boot: {res.get('error')}\n{res.get('console', '')[-2500:]}")
+    return res
+
+
+@pytest.mark.parametrize("check", sorted(checks.checks_for(variant())))
+def test_boot(booted, check):
+    ok, detail = checks.checks_for(variant())[check](booted)
+    if not ok:
+        pytest.fail(f"{check}: {detail}\n--- console tail ---\n{booted.get('console', '')[-2500:]}", pytrace=False)
+    print(f"{check}: {detail}")
+
+
+def test_pool_warmup_passes(booted):
+    rep = booted["report"]
+    assert rep.get("template_warmup_rc") == "0", rep.get("template_warmup_err")
+
+
+def test_no_start_command(booted):
+    # data has no `start`: no e2b-template.service, so nothing of it can fail or restart.
+    rep = booted["report"]
+    assert "e2b-template.service" not in rep.get("failed_units", "")
+    assert "ActiveState=active" not in rep.get("template_unit", ""), rep.get("template_unit")
