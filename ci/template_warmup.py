@@ -3,7 +3,7 @@ the warmup waits for envd, then for the template's ready check within its
 timeout, both read from the image's labels (out/<name>/manifest.json, the
 same keys as its OCI labels; os-image/labels.py). If the start command's unit
 fails (a command that exits at once: systemd gives up after five starts in
-10 s), the warmup stops at once and says so; if the check never passes, it
+60 s), the warmup stops at once and says so; if the check never passes, it
 says which check and how long it waited. Either way the exit is 1 and the
 pool destroys the clone.
 """

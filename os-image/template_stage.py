@@ -37,7 +37,10 @@ def unit(t: dict) -> str:
 Description=Template {t['name']}: start command
 After=envd.service network.target
 Wants=envd.service
-StartLimitIntervalSec=10
+# 60 s, not 10: under a slow (1-vCPU, emulated) guest one start of a command
+# that exits at once can take over a second beside RestartSec=1, and five
+# starts then never fit in 10 s, so the loop never counted as failed.
+StartLimitIntervalSec=60
 StartLimitBurst=5
 
 [Service]

@@ -29,7 +29,9 @@ TEMPLATE_UNIT = "e2b-template.service"
 
 def variant(warmup: str = "") -> vm.Variant:
     # 1 vCPU / 512 MiB, e2b-rt's pool size, as the flavor's own boot.
-    return vm.Variant("e2b-rt", "builder", 1, 512, template_warmup=warmup)
+    # 600 s, not the flavor's 300: a bigger base and the template's own steps
+    # (one boot ran past 300 s, the probe unfinished).
+    return vm.Variant("e2b-rt", "builder", 1, 512, timeout=600.0, template_warmup=warmup)
 
 
 @pytest.fixture(scope="module")
