@@ -1,5 +1,5 @@
 """The session's one builder-mode build, shared by test_builder_build.py and
-test_builder_boot.py: examples/templates/web (busybox httpd on 3000 as the
+builder_boot.py: examples/templates/web (busybox httpd on 3000 as the
 start command, a file, an env) with its base replaced by the debootstrap-made
 Debian image of bases.py, an OCI layout inside the template directory
 (`base = oci:team-node:v1`, a path relative to the template), built by

@@ -6,7 +6,7 @@ the other release we serve, whose package names differ from trixie's
 that image: its labels are e2b-rt's, with the base's tag and digest; the
 base's files, packages and accounts are kept; our tools, compiled inside
 the image, run there. (The trixie template build on an OCI layout, and its
-boot, are test_builder_build.py and test_builder_boot.py.)"""
+boot, are test_builder_build.py and builder_boot.py.)"""
 import json
 import pathlib
 import shutil

@@ -1,4 +1,8 @@
-"""Boot builder mode's image (builder_image.py: examples/templates/web on the
+"""Not a test_*.py: run by name by the image workflow (ci/image.yml), as
+tests/boot/template_data_boot.py is; `make test` builds this image
+(test_builder_build.py) but a third template boot does not fit in its hour.
+
+Boot builder mode's image (builder_image.py: examples/templates/web on the
 debootstrap-made base of bases.py) once, in QEMU like the flavors
 (tests/boot/vm.py), with the web template's probe (guest/template.sh). Every
 check an e2b-rt boot gets (tests/boot/checks.py, COMMON: the guard, envd's
