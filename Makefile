@@ -61,7 +61,7 @@ deps:
 # against both builds, the image builds and the boot test.
 test: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
-	$(python) -m pytest -p no:cacheprovider -ra tests $(pytest_args)
+	$(python) -m pytest -p no:cacheprovider -ra --durations=25 tests $(pytest_args)
 
 # The clone-safety test alone (tests/boot/test_clone_snapshot.py, part of
 # `make test` too): the e2b-rt test image booted warm, snapshotted, restored

@@ -7,6 +7,9 @@ on :49999, no failed units, the host's drops, …) runs against this boot, and
 the pool's warmup for the template (ci/templates.py, from the image's
 labels: envd, then the ready file) passes in the clone.
 
+Its build is checked here too (what the template adds, its labels), before
+the boot: make test builds only the web example.
+
 Not a test_*.py: an e2b-ci template boot costs about as much as the e2b-ci
 boot (5-6 minutes under TCG), more than `make test` can afford next to it,
 so the image workflow (ci/image.yml) runs it by name:
@@ -43,12 +46,33 @@ def variant(warmup: str = "") -> vm.Variant:
 
 
 @pytest.fixture(scope="module")
-def booted():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespace, tap device)")
+def built():
     b = testimages.template_image("data", "e2b-ci")
     if not b.ok:
         pytest.fail(b.failure())
+    return b
+
+
+def test_data_adds_package_file_and_build_command(built):
+    t = built.tree
+    assert "sqlite3" in {p["name"] for p in built.manifest["packages"]}
+    # Still e2b-ci: Jupyter from the venv (pydeps=pip, the default) or Debian's.
+    venv = {p["name"] for p in built.manifest.get("python_packages", [])}
+    debs = {p["name"] for p in built.manifest["packages"]}
+    assert "jupyter_server" in venv or "python3-jupyter-server" in debs, sorted(venv)[:10]
+    db = t / "home/user/data/example.db"
+    assert db.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert db.stat().st_uid == 1000
+    assert b"Tallinn" in db.read_bytes()
+    labels = testimages.check_labels(built, "data", "e2b-ci", "10000,10052,10053,49983,49999")
+    assert labels["org.e2b-images.ready"] == "file /home/user/data/example.db"
+
+
+@pytest.fixture(scope="module")
+def booted(built):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespace, tap device)")
+    b = built
     spec = template_spec(b.out, "data", FLAVORS)
     warmup = spec["warmup"]
     assert warmup[:2] == ["sh", "-c"]

@@ -2,8 +2,8 @@
 of that variant against that boot.
 
 The boots (tests/boot/vm.py): e2b-rt on 512 MiB, stopping envd-guard after its
-checks; e2b-ci on 1 GiB and on 512 MiB; e2b-ci with a failing envd-guard (fail
-closed). Each boot happens once, on its first test; each check of
+checks; e2b-ci on 1 GiB; e2b-ci with a failing envd-guard (fail closed). e2b-ci
+on 512 MiB (vm.WORKFLOW_VARIANTS) is the image workflow's. Each boot happens once, on its first test; each check of
 tests/boot/checks.py is its own test, so a report names exactly what failed.
 Timings go to the test output (-rA/-s) and to out/boot-test/<boot>-report.json.
 """

@@ -25,7 +25,6 @@ import argparse
 import base64
 import contextlib
 import ctypes
-import dataclasses
 import json
 import os
 import pathlib
@@ -39,6 +38,8 @@ import tempfile
 import time
 
 import sdk_host
+from variants import (ALL_VARIANTS, BROKEN, DROPINS, VARIANTS,  # noqa: F401 (vm.X for the tests)
+                      WORKFLOW_VARIANTS, Variant, variant)
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -58,58 +59,6 @@ GUARDED_PORTS = [49983, 49999, 8888]
 GUARDED = [f"{GUEST_ADDR}:{p}" for p in GUARDED_PORTS] + [f"{METADATA_ADDR}:80"]
 CI_SECONDS = 450  # wall-clock cap on the probe's e2b-ci wait (TCG; 1 vCPU: 290-380 s seen)
 
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    """One kind of boot of a flavor.
-
-    Pool sizes (contract): small = 1 vCPU / 512 MiB, medium = 2 vCPU / 1 GiB.
-    mode "guard-fails": envd-guard's real ExecStart fails (no netlink), the
-    fail-closed boot. stop_guard: the probe stops envd-guard after its checks,
-    before the host's, so those measure the rules left behind."""
-    flavor: str
-    name: str
-    cpus: int
-    mem: int
-    mode: str = "normal"
-    stop_guard: bool = False
-    timeout: float = 300.0
-    sdk: bool = False  # E2B's SDKs drive the guest from the host after the probe (sdk_host.py)
-    template_warmup: str = ""  # a template's pool warmup, run by guest/template.sh (test_template_boot.py)
-
-    @property
-    def id(self) -> str:
-        return self.flavor if self.name == "default" else f"{self.flavor}-{self.name}"
-
-
-VARIANTS = [
-    Variant("e2b-rt", "default", 1, 512, stop_guard=True),
-    Variant("e2b-ci", "default", 2, 1024, timeout=600.0, sdk=True),
-    Variant("e2b-ci", "512m", 1, 512, timeout=720.0),
-    Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails"),
-]
-# Deliberately broken images, booted by hand (`vm.py --variant NAME`), never
-# by make test: the normal checks must fail on them. broken-open: the guard
-# installs nothing and the API server binds 0.0.0.0 without its address
-# filter (test drop-ins, guest/e2b-test-broken-*.conf).
-BROKEN = [
-    Variant("e2b-ci", "broken-open", 2, 1024, mode="broken-open", timeout=600.0, sdk=True),
-]
-ALL_VARIANTS = VARIANTS + BROKEN
-# Each mode's test drop-ins (guest/), by the drop-in directory they go in.
-DROPINS = {
-    "guard-fails": {"envd-guard.service.d": "e2b-test-guard-fails.conf"},
-    "broken-open": {"envd-guard.service.d": "e2b-test-broken-guard-off.conf",
-                    "code-interpreter.service.d": "e2b-test-broken-api-open.conf"},
-}
-
-
-def variant(flavor: str, name: str = "default") -> Variant:
-    for v in ALL_VARIANTS:
-        if (v.flavor, v.name) == (flavor, name):
-            return v
-    raise ValueError(f"no boot variant {name!r} of {flavor!r}: one of "
-                     f"{[v.id for v in ALL_VARIANTS]}")
 
 MODULES = [
     "virtio_pci", "virtio_blk", "virtio_net", "ext4", "qemu_fw_cfg",
@@ -585,7 +534,12 @@ def main() -> int:
     ap.add_argument("--logs", type=pathlib.Path, help="keep console log and report here")
     a = ap.parse_args()
     rootfs = a.rootfs or ROOT / "out" / a.flavor / "rootfs.ext4"
-    res = boot(variant(a.flavor, a.variant), rootfs, a.timeout, a.logs)
+    try:
+        v = variant(a.flavor, a.variant)
+    except ValueError as e:
+        print(f"vm.py: {e}", file=sys.stderr)
+        return 2
+    res = boot(v, rootfs, a.timeout, a.logs)
     failed = 0
     for name, ok, detail in checks.evaluate(res):
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
