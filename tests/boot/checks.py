@@ -6,12 +6,13 @@ only reports facts; every expectation lives here.
 from __future__ import annotations
 
 import json
+import os
 
 import envd_checks
 import sdk_checks
 import vsock_checks
 
-from vm import ALL_VARIANTS, GUARDED, METADATA_ADDR, OPEN_PORT, Variant
+from vm import ALL_VARIANTS, GUARDED, METADATA_ADDR, OPEN_PORT, ROOT, Variant
 
 WARMUP_TRIES = 200  # the pool warmup: 200 x 50 ms (ci/templates.py uses the same)
 
@@ -105,6 +106,32 @@ def no_build_time_units(res):
     services = unit_table(_rep(res).get("services", ""))
     ran = [u for u in BUILD_TIME_UNITS if _ran(services.get(u, {}))]
     return bool(services) and not ran, f"ran on boot: {ran}"
+
+
+# What the image masks (os-image/README.md, "A lean boot"): links to /dev/null
+# in the image's /etc/systemd/system; a masked template masks its instances.
+MASKS = ROOT / "os-image" / "mkosi.extra" / "etc" / "systemd" / "system"
+
+
+def masked_units() -> list[str]:
+    return sorted(p.name for p in MASKS.iterdir() if p.is_symlink() and os.readlink(p) == "/dev/null")
+
+
+def no_masked_units(res):
+    """No unit the image masks ran, nor an instance of a masked template."""
+    units = unit_table(_rep(res).get("unit_times", ""))
+    masked = masked_units()
+
+    def is_masked(unit: str) -> bool:
+        name, dot, kind = unit.rpartition(".")
+        template = name.split("@", 1)[0] + "@." + kind if "@" in name else None
+        return unit in masked or template in masked
+
+    # A oneshot without RemainAfterExit never enters "active": that it left
+    # "inactive" (InactiveExitTimestamp) is what says it ran.
+    ran = [u for u, p in units.items() if is_masked(u)
+           and (_ran(p) or int(p.get("InactiveExitTimestampMonotonic") or 0) > 0)]
+    return bool(units) and bool(masked) and not ran, f"masked: {masked}; ran: {ran}"
 
 
 def no_console_logins(res):
@@ -337,6 +364,7 @@ COMMON = {
     "no_failed_units": no_failed_units,
     "no_build_time_units": no_build_time_units,
     "no_console_logins": no_console_logins,
+    "no_masked_units": no_masked_units,
     "boot_figures": boot_figures,
     "boot_times": boot_times,
     "network_by_image": network_by_image,

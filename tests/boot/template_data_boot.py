@@ -19,7 +19,6 @@ so the image workflow (ci/image.yml) runs it by name:
 guest/template.sh is written for the web example: its steps after the
 warmup (the start unit, port 3000, SITE_DIR) report facts this test does
 not read; data has no start command, so they find no unit."""
-import os
 import pathlib
 import sys
 
@@ -33,10 +32,10 @@ sys.path.insert(0, str(HERE.parents[1] / "ci"))
 import checks  # noqa: E402
 import testimages  # noqa: E402
 import vm  # noqa: E402
+from template_boots import boot_template  # noqa: E402
 from template_warmup import template_spec  # noqa: E402
 from templates import FLAVORS  # noqa: E402
 
-OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
 READY_FILE = "/home/user/data/example.db"
 
 
@@ -68,20 +67,14 @@ def test_data_adds_package_file_and_build_command(built):
     assert labels["org.e2b-images.ready"] == "file /home/user/data/example.db"
 
 
+def test_pool_warmup_waits_for_the_ready_file(built):
+    warmup = template_spec(built.out, "data", FLAVORS)["warmup"]
+    assert warmup[:2] == ["sh", "-c"] and READY_FILE in warmup[2], warmup
+
+
 @pytest.fixture(scope="module")
 def booted(built):
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespace, tap device)")
-    b = built
-    spec = template_spec(b.out, "data", FLAVORS)
-    warmup = spec["warmup"]
-    assert warmup[:2] == ["sh", "-c"]
-    assert READY_FILE in warmup[2], warmup[2]
-    res = vm.boot(variant(warmup[2]), b.dir / "rootfs.ext4", keep_logs=OUT / "boot-test")
-    print("\n" + checks.timing_line(res))
-    if res.get("report", {}).get("done") != "1":
-        pytest.fail(f"boot: {res.get('error')}\n{res.get('console', '')[-2500:]}")
-    return res
+    return boot_template(built, "data", variant)
 
 
 @pytest.mark.parametrize("check", sorted(checks.checks_for(variant())))

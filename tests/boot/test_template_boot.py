@@ -5,7 +5,6 @@ from the image's labels) runs in the clone and passes: envd, then port 3000.
 Its port is reached from the host side through the dynamic relay. Then a
 drop-in makes the start command exit at once, and the same warmup fails
 saying the start command failed."""
-import os
 import pathlib
 import sys
 
@@ -14,31 +13,18 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parents[1] / "ci"))
 
 import testimages  # noqa: E402
 import vm  # noqa: E402
-from template_warmup import template_spec  # noqa: E402
-from templates import FLAVORS  # noqa: E402
-
-OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
+from template_boots import boot_template  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def booted():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespace, tap device)")
-    b = testimages.template_image("web", "e2b-rt")
-    if not b.ok:
-        pytest.fail(b.failure())
-    warmup = template_spec(b.out, "web", FLAVORS)["warmup"]
-    assert warmup[:2] == ["sh", "-c"]
     # 600 s, not the flavor's 300: the template's own steps come on top (one boot took 263 s).
-    v = vm.Variant("e2b-rt", "template-web", 1, 512, timeout=600.0, template_warmup=warmup[2])
-    res = vm.boot(v, b.dir / "rootfs.ext4", keep_logs=OUT / "boot-test")
-    if res.get("report", {}).get("done") != "1":
-        pytest.fail(f"boot: {res.get('error')}\n{res.get('console', '')[-2500:]}")
-    return res["report"]
+    return boot_template(testimages.template_image("web", "e2b-rt"), "web",
+                         lambda warmup: vm.Variant("e2b-rt", "template-web", 1, 512, timeout=600.0,
+                                                   template_warmup=warmup))["report"]
 
 
 def test_pool_warmup_passes(booted):

@@ -10,7 +10,6 @@ check an e2b-rt boot gets (tests/boot/checks.py, COMMON: the guard, envd's
 against this boot, then the template's: the pool warmup passes and port
 3000 is reached through the dynamic relay, its start command running as
 `user`, whose uid here is not 1000 (the base's `node` has it)."""
-import os
 import pathlib
 import sys
 
@@ -24,10 +23,7 @@ sys.path.insert(0, str(HERE.parents[1] / "ci"))
 import builder_image  # noqa: E402
 import checks  # noqa: E402
 import vm  # noqa: E402
-from template_warmup import template_spec  # noqa: E402
-from templates import FLAVORS  # noqa: E402
-
-OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out"))
+from template_boots import boot_template  # noqa: E402
 TEMPLATE_UNIT = "e2b-template.service"
 
 
@@ -40,15 +36,8 @@ def variant(warmup: str = "") -> vm.Variant:
 
 @pytest.fixture(scope="module")
 def booted():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespace, tap device)")
     b = builder_image.web_on_image()
-    if not b.built.ok:
-        pytest.fail(b.built.failure())
-    warmup = template_spec(b.built.out, builder_image.NAME, FLAVORS)["warmup"]
-    assert warmup[:2] == ["sh", "-c"]
-    res = vm.boot(variant(warmup[2]), b.built.dir / "rootfs.ext4", keep_logs=OUT / "boot-test")
-    print("\n" + checks.timing_line(res))
+    res = boot_template(b.built, builder_image.NAME, variant, require_done=False)
     res["user_uid"] = next(l.split(":")[2] for l in (b.built.tree / "etc/passwd").read_text().splitlines()
                            if l.startswith("user:"))
     return res

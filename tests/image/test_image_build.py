@@ -298,6 +298,22 @@ def test_units_enabled(tree):
                    (tree / "usr" / str(dest).lstrip("/")).is_file(), dest
 
 
+def test_lean_boot_masks(tree):
+    """The units os-image/README.md masks are masked in the image (links to
+    /dev/null), and each names a unit the image has: a mask of a unit that
+    is gone (renamed upstream) would hide nothing."""
+    masks = ROOT / "os-image/mkosi.extra/etc/systemd/system"
+    names = sorted(p.name for p in masks.iterdir() if p.is_symlink())
+    assert len(names) >= 7, names
+    for name in names:
+        link = tree / "etc/systemd/system" / name
+        assert link.is_symlink() and os.readlink(link) == "/dev/null", link
+        assert (tree / "usr/lib/systemd/system" / name).is_file(), f"{name}: no such unit in the image"
+    cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", *names],
+                        capture_output=True, text=True, timeout=30)
+    assert cp.stdout.split() == ["masked"] * len(names), (names, cp.stdout, cp.stderr)
+
+
 def enabled_units(tree):
     names = set()
     for base in ("etc/systemd/system", "usr/lib/systemd/system"):

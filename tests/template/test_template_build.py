@@ -10,7 +10,6 @@ The data example (on e2b-ci) is built and checked by the image workflow
 (ci/image.yml: tests/boot/template_data_boot.py, which boots it too, and
 `make repro template=…`, two fresh builds): a third e2b-ci build does not fit
 in make test's hour. The web example's boot is tests/boot/test_template_boot.py."""
-import json
 import pathlib
 import shutil
 import sys

@@ -273,12 +273,19 @@ section_settled() {
 	wait_settled > /dev/null
 	report settled_ms "$(uptime_ms)"
 	report cpu_busy_ticks "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)"
+	report cpu_busy_ticks_at_switch "$(cat "$T/switch-cpu-ticks" 2>/dev/null)"
 	report userspace_start_us "$(systemctl show -P UserspaceTimestampMonotonic)"
 	# When the kernel's CRNG was ready ("[  12.345678] random: crng init done").
 	report crng_ready_s "$(dmesg 2>/dev/null | sed -n 's/^\[ *\([0-9.]*\)\] random: crng init done.*/\1/p')"
 	# Every unit's state with the time it began: where a boot's time goes.
-	report_b64 unit_times_b64 "$(UNIT_EXTRA=InactiveExitTimestampMonotonic unit_states $(systemctl list-units --all --no-legend --plain \
-		--type=service,socket,mount | awk '{print $1}'))"
+	report_b64 unit_times_b64 "$(UNIT_EXTRA=InactiveExitTimestampMonotonic,CPUUsageNSec unit_states init.scope \
+		$(systemctl list-units --all --no-legend --plain --type=service,socket,mount | awk '{print $1}'))"
+	# Where the CPU went: what each unit that has ended consumed (systemd
+	# logs it when a unit's cgroup goes; CPUUsageNSec above has the rest).
+	report_b64 unit_cpu_ended_b64 "$(journalctl -b -o cat --no-pager 2>/dev/null | grep -E '^[^ ]+: Consumed .* CPU time')"
+	# envd's path, as the journal saw it (systemd's start/finish lines and
+	# the guard's and envd's own), in seconds since the kernel started.
+	report_b64 journal_envd_path_b64 "$(journalctl -b -o short-monotonic --no-pager -u envd-guard.service -u envd.service 2>/dev/null | head -40)"
 }
 
 # 13. For E2B's SDKs on the host (tests/boot/sdk_host.py): e2b-hostlink
