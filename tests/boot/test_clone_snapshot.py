@@ -19,6 +19,7 @@ boots of ~80 s, four clones of ~15 s, 20 s of snapshot age each).
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pathlib
@@ -50,6 +51,8 @@ def warm_boot(t: snapshot.Template, template_doc: pathlib.Path) -> dict:
     with snapshot.Machine(t.work, "warm", t.argv(t.overlay, template_doc)) as m:
         ready = m.line(timeout=600)
         refused = m.hostlink("clone", "--generation", "1")
+        # The clone step's units as the guest sees them, for a report that failed.
+        units = base64.b64decode(m.ask("diag").get("diag_b64", "")).decode(errors="replace")
         allowed = m.ask("allow-cid1")
         prepared = m.hostlink("prepare-snapshot")
         minted = m.ask("mint")
@@ -57,7 +60,8 @@ def warm_boot(t: snapshot.Template, template_doc: pathlib.Path) -> dict:
         saved = m.monitor(f"savevm {snapshot.SNAPSHOT}")
         snap_ms = snapshot.host_ms()
         m.monitor("quit", timeout=30)
-    return {"ready": ready, "refused_cid1": {"rc": refused.returncode, "stderr": refused.stderr.strip()},
+    return {"ready": ready, "refused_cid1": {"rc": refused.returncode, "stderr": refused.stderr.strip(),
+                                             "clone_units": units.splitlines()},
             "allowed": allowed, "prepare": {"rc": prepared.returncode, "out": prepared.stdout.strip(),
                                             "stderr": prepared.stderr.strip()},
             "minted": minted, "savevm_output": saved, "snapshot_host_ms": snap_ms}

@@ -15,6 +15,13 @@ exec 3<>/dev/ttyS1
 stty -F /dev/ttyS1 raw -echo
 say() { printf 'E2B-CLONE-TEST %s\n' "$*" >&3; }
 
+# socat binds the guest's address, which networkd puts on eth0 (from ip= on
+# the kernel command line) on its own time: a lean boot starts this script
+# before it does, and a bind that fails leaves nothing listening. Wait for it.
+for i in $(seq 1 1200); do
+	ip -4 -o addr show 2>/dev/null | grep -q " $E2B_TEST_IP/" && break
+	sleep 0.1
+done
 # The host reaches two vsock ports through these (the test's bridge stands in
 # for the VMM's vsock device; the guest side is the real vsock_loopback).
 socat "TCP-LISTEN:$E2B_TEST_CLONE_PORT,bind=$E2B_TEST_IP,fork,reuseaddr" VSOCK-CONNECT:1:10053 &
@@ -61,6 +68,12 @@ while IFS= read -r cmd <&3; do
 		dev=$(grep -l -i -E 'VMGENCTR|VM_GEN|QEMUVGID' /sys/bus/acpi/devices/*/hid /sys/bus/acpi/devices/*/modalias 2>/dev/null | head -1)
 		uev=$(grep -c NEW_VMGENID "$T/uevents" || true)
 		say "vmgenid_device=${dev:+present} vmgenid_bound=$bound new_vmgenid_uevents=$uev kernel=$(uname -r)" ;;
+	diag)
+		# What the clone step's units look like now, for a report that failed.
+		d=$( { systemctl status --no-pager -l e2b-clone.socket 'e2b-clone@*' 2>&1
+			journalctl -b --no-pager -o short-monotonic -u e2b-clone.socket -u 'e2b-clone@*' 2>&1 | tail -40
+			ss -l -n --vsock 2>&1; ls -la /run/e2b /dev/vsock 2>&1; } | base64 -w0)
+		say "diag_b64=$d" ;;
 	*)
 		say "unknown=$cmd" ;;
 	esac
