@@ -98,6 +98,14 @@ def envd_source_archive() -> pathlib.Path:
     return p
 
 
+def masked(kind: str = "system") -> list[str]:
+    """What the image masks (os-image/README.md): the names in
+    os-image/mkosi.extra/etc/systemd/KIND linked to /dev/null; KIND is
+    "system" (units) or "system-generators"."""
+    d = ROOT / "os-image" / "mkosi.extra" / "etc" / "systemd" / kind
+    return sorted(p.name for p in d.iterdir() if p.is_symlink() and os.readlink(p) == "/dev/null")
+
+
 def make_var(name: str) -> str:
     """A make knob's default, as the Makefile sets it (make print-NAME)."""
     return subprocess.run(["make", "-s", "-C", str(ROOT), "--no-print-directory", f"print-{name}"],

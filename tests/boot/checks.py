@@ -6,9 +6,9 @@ only reports facts; every expectation lives here.
 from __future__ import annotations
 
 import json
-import os
 
 import envd_checks
+import testimages
 import sdk_checks
 import vsock_checks
 
@@ -110,20 +110,13 @@ def no_build_time_units(res):
 
 # What the image masks (os-image/README.md, "A lean boot"): links to /dev/null
 # in the image's /etc/systemd/system; a masked template masks its instances.
-MASKS = ROOT / "os-image" / "mkosi.extra" / "etc" / "systemd" / "system"
-
-
-def masked_units() -> list[str]:
-    return sorted(p.name for p in MASKS.iterdir() if p.is_symlink() and os.readlink(p) == "/dev/null")
-
-
 def no_masked_units(res):
     """No unit the image masks ran, nor an instance of a masked template."""
     units = unit_table(_rep(res).get("unit_times", ""))
-    masked = masked_units()
+    masked = testimages.masked()
 
     def is_masked(unit: str) -> bool:
-        name, dot, kind = unit.rpartition(".")
+        name, _, kind = unit.rpartition(".")
         template = name.split("@", 1)[0] + "@." + kind if "@" in name else None
         return unit in masked or template in masked
 
@@ -132,6 +125,34 @@ def no_masked_units(res):
     ran = [u for u, p in units.items() if is_masked(u)
            and (_ran(p) or int(p.get("InactiveExitTimestampMonotonic") or 0) > 0)]
     return bool(units) and bool(masked) and not ran, f"masked: {masked}; ran: {ran}"
+
+
+def critical_path_weighted(res):
+    """The cpu controller is on (envd's Delegate=), so between services only
+    weights count: the guard and the MMDS document's one-shot run at 1000,
+    mmds at 1000 during the boot, envd at the default (its port scanner)."""
+    rep = _rep(res)
+    units = unit_table(rep.get("cpu_weights", ""))
+    unset = "[not_set]"  # systemctl's "[not set]", its space made "_" by the probe
+    want = {"envd-guard.service": ("1000", unset), "mmds-fwcfg.service": ("1000", unset),
+            "mmds.service": (unset, "1000"), "envd.service": (unset, unset)}
+    got = {u: (p.get("CPUWeight"), p.get("StartupCPUWeight")) for u, p in units.items()}
+    return ("cpu" in rep.get("cgroup_controllers", "").split() and got == want,
+            f"(CPUWeight, StartupCPUWeight): {got}; controllers {rep.get('cgroup_controllers')!r}")
+
+
+def way_in_early(res):
+    """MMDS and the vsock relays (the host's way in) are not ordered after
+    systemd-tmpfiles-setup.service, which waits for journald: PrivateTmp=
+    would add that order, TemporaryFileSystem= does not."""
+    lines = dict(l.split(": ", 1) for l in _rep(res).get("way_in_after", "").splitlines() if ": " in l)
+    late = [u for u, after in lines.items() if "systemd-tmpfiles-setup.service" in after.split()]
+    return len(lines) == 4 and not late, f"after systemd-tmpfiles-setup: {late}; reported: {sorted(lines)}"
+
+
+def logins_open(res):
+    """No /run/nologin: its remover, systemd-user-sessions, is masked, and so is its maker."""
+    return _rep(res).get("run_nologin") == "absent", f"/run/nologin {_rep(res).get('run_nologin')}"
 
 
 def no_console_logins(res):
@@ -365,6 +386,9 @@ COMMON = {
     "no_build_time_units": no_build_time_units,
     "no_console_logins": no_console_logins,
     "no_masked_units": no_masked_units,
+    "critical_path_weighted": critical_path_weighted,
+    "logins_open": logins_open,
+    "way_in_early": way_in_early,
     "boot_figures": boot_figures,
     "boot_times": boot_times,
     "network_by_image": network_by_image,

@@ -73,6 +73,7 @@ class Machine:
 
     def __enter__(self):
         try:
+            self.stack.enter_context(vm.qemu_lock())
             ns = self.stack.enter_context(vm.Netns(self.name))
             ns.ip("link", "set", ns.tap, "address", TAP_MAC)
             self.qemu = subprocess.Popen(ns.exec_argv(self.argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -398,8 +398,24 @@ def make_document(token_hash: str = "") -> dict:
 def boot(v: Variant, rootfs: pathlib.Path, timeout: float | None = None,
          keep_logs: pathlib.Path | None = None) -> dict:
     """Boots rootfs once as V; returns the probe report, host-side port checks and logs."""
-    with _terminate_as_exception():
+    with _terminate_as_exception(), qemu_lock():
         return _boot(v, rootfs, timeout or v.timeout, keep_logs)
+
+
+@contextlib.contextmanager
+def qemu_lock():
+    """With E2B_QEMU_LOCK=FILE, holds an flock on FILE (the boot's time
+    budget starts once it has it), so that on a shared machine the boots of
+    processes taking the same lock (bench/boot.sh's BENCH_QEMU_LOCK, a
+    second checkout's tests) run one at a time. Unset: no lock."""
+    path = os.environ.get("E2B_QEMU_LOCK")
+    if not path:
+        yield
+        return
+    import fcntl
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 class Terminated(Exception):
@@ -521,7 +537,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def main() -> int:
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(HERE.parent)]  # checks, and testimages (tests/)
     import checks  # noqa: E402
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

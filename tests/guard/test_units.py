@@ -41,6 +41,7 @@ def test_guard_unit():
             "network-pre.target", "sysinit.target"} <= before
     assert service["Type"] == ["oneshot"] and service["RemainAfterExit"] == ["yes"]
     assert service["Nice"] == ["-20"], "on envd's critical path"
+    assert service["CPUWeight"] == ["1000"], "between services, Nice= counts for nothing (cpu controller on)"
     assert service["ExecStart"] == ["/usr/local/bin/envd-guard install --ports ${E2B_GUARDED_PORTS}"]
     assert service["EnvironmentFile"] == ["/etc/e2b/guarded-ports"], "one list, shared with vsock-relay"
     assert "ExecStop" not in service, "stopping the unit must not take the guard down (fail closed)"
@@ -63,6 +64,7 @@ def test_envd_unit_fails_closed():
     assert service["OOMScoreAdjust"] == ["-1000"]
     assert service["Nice"] == ["-20"]
     assert service["Delegate"] == ["yes"]
+    assert "CPUWeight" not in service, "envd's port scanner would take the boot's CPU (os-image/README.md)"
 
 
 def test_units_pass_systemd_analyze_verify(tmp_path):

@@ -302,9 +302,8 @@ def test_lean_boot_masks(tree):
     """The units os-image/README.md masks are masked in the image (links to
     /dev/null), and each names a unit the image has: a mask of a unit that
     is gone (renamed upstream) would hide nothing."""
-    masks = ROOT / "os-image/mkosi.extra/etc/systemd/system"
-    names = sorted(p.name for p in masks.iterdir() if p.is_symlink())
-    assert len(names) >= 7, names
+    names = testimages.masked()
+    assert len(names) >= 11, names
     for name in names:
         link = tree / "etc/systemd/system" / name
         assert link.is_symlink() and os.readlink(link) == "/dev/null", link
@@ -312,6 +311,17 @@ def test_lean_boot_masks(tree):
     cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", *names],
                         capture_output=True, text=True, timeout=30)
     assert cp.stdout.split() == ["masked"] * len(names), (names, cp.stdout, cp.stderr)
+    # /run/nologin: systemd-user-sessions (masked) would remove it.
+    link = tree / "etc/tmpfiles.d/systemd-nologin.conf"
+    assert link.is_symlink() and os.readlink(link) == "/dev/null", link
+    assert (tree / "usr/lib/tmpfiles.d/systemd-nologin.conf").is_file(), "no systemd-nologin.conf to shadow"
+    # The generators it masks: each link shadows one the image has.
+    generators = testimages.masked("system-generators")
+    assert len(generators) >= 5, generators
+    for name in generators:
+        link = tree / "etc/systemd/system-generators" / name
+        assert link.is_symlink() and os.readlink(link) == "/dev/null", link
+        assert (tree / "usr/lib/systemd/system-generators" / name).is_file(), f"{name}: no such generator in the image"
 
 
 def enabled_units(tree):

@@ -73,6 +73,8 @@ def test_units_verify(release_tools, tmp_path):
     shutil.copy(release_tools.path("mmds-serve"), root / "usr/local/bin/mmds-serve")
     (root / "bin").mkdir()
     shutil.copy("/bin/sh", root / "bin/sh")  # mmds-fwcfg.service's ExecStart
+    (root / "usr/bin").mkdir(parents=True)
+    shutil.copy("/usr/bin/mkdir", root / "usr/bin/mkdir")  # mmds.service's ExecStartPre
     for name in MMDS_UNITS:
         shutil.copy(ROOT / "units" / name, unitdir / name)
     guard = ROOT / "units" / "envd-guard.service"
@@ -104,6 +106,10 @@ def test_document_directory_is_roots_and_read_only_to_the_service(release_tools,
     the document from there, and that uid cannot create a file in it."""
     lines = _unit_lines("mmds.service")
     assert not [l for l in lines if l.startswith("RuntimeDirectory")], lines
+    # Without waiting for systemd-tmpfiles-setup, the unit makes it as root
+    # ("+": outside the sandbox), with the tmpfiles entry's mode.
+    assert "ExecStartPre=+/usr/bin/mkdir -p --mode=0755 /run/mmds" in lines, lines
+    assert not [l for l in lines if l.startswith("After=") and "systemd-tmpfiles-setup" in l], lines
     assert "ProtectSystem=strict" in lines and "DynamicUser=yes" in lines
     top = pathlib.Path(tempfile.mkdtemp(prefix="mmds-tmpfiles-"))
     try:
