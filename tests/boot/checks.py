@@ -133,7 +133,7 @@ def critical_path_weighted(res):
     mmds at 1000 during the boot, envd at the default (its port scanner)."""
     rep = _rep(res)
     units = unit_table(rep.get("cpu_weights", ""))
-    unset = "[not_set]"  # systemctl's "[not set]", its space made "_" by the probe
+    unset = "[not_set]"  # systemctl's "[not set]", its space made "_" by the probe's unit_states
     want = {"envd-guard.service": ("1000", unset), "mmds-fwcfg.service": ("1000", unset),
             "mmds.service": (unset, "1000"), "envd.service": (unset, unset)}
     got = {u: (p.get("CPUWeight"), p.get("StartupCPUWeight")) for u, p in units.items()}

@@ -20,10 +20,11 @@ uptime_ms() { local u; read -r u _ < /proc/uptime; echo $(( ${u%.*} * 1000 + 10#
 # under TCG each fork and exec of sleep(1) costs tens of milliseconds.
 exec {nap_fd}<> <(:)
 nap() { read -r -t "$1" -u "$nap_fd" _ || :; }
-# "unit ActiveState SubState NRestarts Result ActiveEnterTimestampMonotonic" per unit.
+# "unit ActiveState SubState NRestarts Result ActiveEnterTimestampMonotonic" per unit
+# (a value's spaces become "_": systemctl's "[not set]" is "[not_set]").
 unit_states() {
 	systemctl show -p Id,ActiveState,SubState,NRestarts,Result,ActiveEnterTimestampMonotonic${UNIT_EXTRA:+,$UNIT_EXTRA} -- "$@" 2>&1 |
-		awk -F= '/^$/ { if (l) print l; l = ""; next } { l = l (l ? " " : "") $1 "=" $2 } END { if (l) print l }'
+		awk -F= '/^$/ { if (l) print l; l = ""; next } { v = $2; gsub(/ /, "_", v); l = l (l ? " " : "") $1 "=" v } END { if (l) print l }'
 }
 # TCP and UDP listeners as "proto address:port", one a line.
 listeners() { ss -Hltun 2>/dev/null | awk '{print $1, $5}' | sort -u; }
@@ -311,15 +312,17 @@ section_settled() {
 	# PID 1's own start: its generators and its loading of units (µs since
 	# kernel start); how many devices udev knows, and how many device units.
 	report_b64 manager_times_b64 "$(systemctl show -p GeneratorsStartTimestampMonotonic,GeneratorsFinishTimestampMonotonic,UnitsLoadStartTimestampMonotonic,UnitsLoadFinishTimestampMonotonic)"
-	report udev_devices "$(udevadm info --export-db 2>/dev/null | grep -c '^P:')"
-	report_b64 udev_subsystems_b64 "$(udevadm info --export-db 2>/dev/null | sed -n 's/^E: SUBSYSTEM=//p' | sort | uniq -c | sort -rn | tr -s ' ' | tr '\n' ',')"
+	local udev_db
+	udev_db=$(udevadm info --export-db 2>/dev/null)
+	report udev_devices "$(grep -c '^P:' <<< "$udev_db")"
+	report_b64 udev_subsystems_b64 "$(sed -n 's/^E: SUBSYSTEM=//p' <<< "$udev_db" | sort | uniq -c | sort -rn | tr -s ' ' | tr '\n' ',')"
 	report device_units "$(systemctl list-units --all --no-legend --plain --type=device | wc -l)"
 	# The controllers systemd turned on (envd's Delegate=: cpu), and the
 	# weights systemd read for the boot's critical path; /run/nologin
 	# (masked user-sessions).
 	report_b64 cgroup_controllers_b64 "$(cat /sys/fs/cgroup/cgroup.subtree_control /sys/fs/cgroup/system.slice/cgroup.subtree_control 2>&1)"
-	report_b64 cpu_weights_b64 "$(systemctl show -p Id,CPUWeight,StartupCPUWeight envd-guard.service mmds-fwcfg.service mmds.service envd.service |
-		awk -F= '/^$/ { if (l) print l; l = ""; next } { v = $2; gsub(/ /, "_", v); l = l (l ? " " : "") $1 "=" v } END { if (l) print l }')"
+	report_b64 cpu_weights_b64 "$(UNIT_EXTRA=CPUWeight,StartupCPUWeight unit_states envd-guard.service mmds-fwcfg.service \
+		mmds.service envd.service)"
 	report run_nologin "$([ -e /run/nologin ] && echo present || echo absent)"
 	# What the way in and MMDS are ordered after (none may wait for
 	# systemd-tmpfiles-setup, which waits for journald).
