@@ -127,6 +127,47 @@ def test_matplotlib_defaults_to_the_cjk_fallback_without_warnings(tree):
     assert cp.stderr == ""
 
 
+KERNELSPECS_CHECK = r"""
+import json, sys
+from e2b_kernelspecs import KernelSpecManager
+m = KernelSpecManager()
+specs = m.find_kernel_specs()
+argv = m.get_kernel_spec("python3").argv
+mine = "IPython" in sys.modules
+from jupyter_client.kernelspec import KernelSpecManager as Plain
+Plain().find_kernel_specs()
+print(json.dumps({"specs": specs, "argv": argv, "ipython_with_ours": mine,
+                  "ipython_with_jupyters": "IPython" in sys.modules}))
+"""
+
+
+def test_jupyter_finds_kernels_without_importing_ipython(tree):
+    """Patch 0005's kernel spec manager, in the image's own Python as `user`:
+    it finds the python3 kernel and a kernelspec the user installed in
+    ~/.local/share/jupyter/kernels, and leaves IPython unimported, where
+    jupyter_client's own manager imports it (the 5-10 s of a TCG boot the
+    patch saves)."""
+    venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
+    python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
+    assert 'c.ServerApp.kernel_spec_manager_class = "e2b_kernelspecs.KernelSpecManager"' in \
+        (tree / "etc/jupyter/jupyter_server_config.py").read_text()
+    # The user's kernelspec lives on a tmpfs over the tree's /tmp (its HOME
+    # here): nothing is written into the built tree.
+    script = (f'mount -t tmpfs tmpfs "$1/tmp" && mkdir -p "$1/tmp/.local/share/jupyter/kernels/mine" && '
+              f'echo \'{{"argv": ["/bin/true", "{{connection_file}}"], "display_name": "mine", "language": "x"}}\' '
+              f'> "$1/tmp/.local/share/jupyter/kernels/mine/kernel.json" && chmod -R a+rX "$1/tmp/.local" && '
+              f'exec chroot --userspec=1000:1000 "$1" /usr/bin/env -i HOME=/tmp '
+              f'PYTHONPATH=/usr/lib/e2b-code-interpreter/python {python} -c "$2"')
+    cp = run(["unshare", "--mount", "sh", "-c", script, "sh", tree, KERNELSPECS_CHECK])
+    assert cp.returncode == 0, cp.stderr
+    got = json.loads(cp.stdout)
+    assert sorted(got["specs"]) == ["mine", "python3"], got
+    assert got["specs"]["mine"] == "/tmp/.local/share/jupyter/kernels/mine"
+    assert got["argv"][0] == python and "ipykernel_launcher" in got["argv"], got
+    assert got["ipython_with_ours"] is False
+    assert got["ipython_with_jupyters"] is True, "jupyter_client no longer imports IPython: patch 0005 may go"
+
+
 def test_venv_extension_modules_carry_no_debug_info(tree):
     """pydeps=pip: the postinst strips the DWARF some wheels ship (spacy,
     numba, gensim, Pillow: about 48 MiB of the compressed layer) from the

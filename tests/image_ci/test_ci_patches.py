@@ -17,6 +17,7 @@ PATCH_NAMES = [
     "0002-jupyter-loopback-only.patch",
     "0003-ipython-startup-scripts-system-wide.patch",
     "0004-default-context-bounded-no-leaked-kernels.patch",
+    "0005-jupyter-kernelspecs-without-ipython.patch",
 ]
 
 
@@ -99,6 +100,9 @@ def test_archive_through_pinfetch_then_prepare(tools, served_archive, tmp_path):
     assert (prefix / "server/e2b_startup.py").is_file()
     assert (prefix / "server/consts.py").is_file()
     assert (prefix / "python/e2b_charts/__init__.py").is_file()
+    assert (prefix / "python/e2b_kernelspecs.py").read_text() == (FLAVOR_DIR / "python/e2b_kernelspecs.py").read_text()
+    wait = prefix / "wait-for-jupyter"
+    assert wait.read_text() == (FLAVOR_DIR / "wait-for-jupyter").read_text() and wait.stat().st_mode & 0o777 == 0o755
     assert sorted(p.name for p in (prefix / "startup").iterdir()) == ["0002_data.py", "0003_images.py"]
     doc = extra / "usr/share/doc/e2b-code-interpreter"
     assert (doc / "LICENSE").read_text() == (FIXTURE / "LICENSE").read_text()
@@ -141,6 +145,9 @@ def test_jupyter_config_binds_loopback(fixture_archive, tmp_path):
     assert cfg["ServerApp.port_retries"] == 0
     assert cfg["IdentityProvider.token"] == ""
     assert cfg["ServerApp.open_browser"] is False
+    # 0005: our kernel spec manager, laid out on jupyter.service's PYTHONPATH.
+    assert cfg["ServerApp.kernel_spec_manager_class"] == "e2b_kernelspecs.KernelSpecManager"
+    assert (tmp_path / "extra/usr/lib/e2b-code-interpreter/python/e2b_kernelspecs.py").is_file()
     # Upstream's settings are kept (the patch only adds).
     assert cfg["ServerApp.root_dir"] == "/home/user"
     assert cfg["ServerApp.disable_check_xsrf"] is True

@@ -52,7 +52,9 @@ def test_code_interpreter_unit_is_ordered_after_jupyter_and_the_guard():
     assert s["WorkingDirectory"] == "/usr/lib/e2b-code-interpreter/server"
     assert s["NoNewPrivileges"] == "yes" and s["ProtectSystem"] == "strict"
     assert s["IPAddressDeny"] == "any" and s["IPAddressAllow"] == "localhost"
-    assert "8888/api/status" in s["ExecStartPre"]
+    # Jupyter's /api/status on 8888, for up to 180 s (tests/image_ci/test_wait_for_jupyter.py).
+    assert s["ExecStartPre"] == "/usr/lib/e2b-code-interpreter/wait-for-jupyter 8888 180"
+    assert int(s["TimeoutStartSec"]) > 180
 
 
 def test_units_are_enabled_by_the_flavor():
