@@ -55,12 +55,11 @@ mount_e2b_ci_tree() {
 	return 1
 }
 
-# start_jupyter LOGDIR: Jupyter, waited for (60 s).
+# start_jupyter LOGDIR: Jupyter, waited for (60 s) by the tree's own
+# wait-for-jupyter, as code-interpreter.service's ExecStartPre= does.
 start_jupyter() {
-	local i
 	(e2b_ci_unit_as_user jupyter.service) > "$1/jupyter.log" 2>&1 &
-	for i in $(seq 1 600); do curl -sf -o /dev/null http://127.0.0.1:8888/api/status && return 0; sleep 0.1; done
-	return 1
+	chroot --userspec=1000:1000 "$E2B_CI_TREE" /usr/lib/e2b-code-interpreter/wait-for-jupyter 8888 60
 }
 
 # start_api_server LOGDIR [VAR=VALUE…]: the API server in the background

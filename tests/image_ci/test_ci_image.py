@@ -145,8 +145,8 @@ def test_jupyter_finds_kernels_without_importing_ipython(tree):
     """Patch 0005's kernel spec manager, in the image's own Python as `user`:
     it finds the python3 kernel and a kernelspec the user installed in
     ~/.local/share/jupyter/kernels, and leaves IPython unimported, where
-    jupyter_client's own manager imports it (the 5-10 s of a TCG boot the
-    patch saves)."""
+    jupyter_client's own manager imports it (about 8 s of a TCG boot, which
+    the patch saves)."""
     venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
     python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
     assert 'c.ServerApp.kernel_spec_manager_class = "e2b_kernelspecs.KernelSpecManager"' in \

@@ -3,9 +3,9 @@
 jupyter_client's KernelSpecManager adds IPython's own kernels directory (a
 location from IPython 2.x) to the Jupyter path, and to find it imports
 IPython.paths, which imports all of IPython (prompt_toolkit, jedi, …) into
-the Jupyter server: about 0.28 s of CPU on the build host, 5-10 s of a
-sandbox's boot under QEMU/TCG, the moment the first kernel starts. The
-server itself never runs IPython; the kernels import their own.
+the Jupyter server the moment the first kernel starts: about 0.28 s of CPU on
+the build host, about 8 s of an e2b-ci boot under QEMU/TCG. The server itself
+never runs IPython; the kernels import their own.
 
 This manager searches Jupyter's own kernel directories only
 (`jupyter kernelspec list`'s: the user's ~/.local/share/jupyter/kernels, the
