@@ -113,13 +113,19 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
         assert spec["argv"][0] == "/usr/lib/e2b-code-interpreter/venv/bin/python"
 
 
+def image_python(tree):
+    """The image's own Python for the code-interpreter stack: pydeps=pip's
+    venv, or Debian's (pydeps=debian)."""
+    venv = "/usr/lib/e2b-code-interpreter/venv/bin/python"
+    return venv if (tree / venv.lstrip("/")).exists() else "/usr/bin/python3"
+
+
 def test_matplotlib_defaults_to_the_cjk_fallback_without_warnings(tree):
     """The CJK fallback is matplotlib's default for `user` in the image's own
     Python (pydeps=pip: the venv's defaults file; debian: /etc/matplotlibrc),
     and importing matplotlib prints nothing (a line added to the pip defaults
     file would be warned about on every import)."""
-    venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
-    python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
+    python = image_python(tree)
     cp = run(["chroot", "--userspec=1000:1000", tree, "/usr/bin/env", "-i", "HOME=/tmp", python, "-c",
               "import matplotlib; print(matplotlib.rcParams['font.family'])"])
     assert cp.returncode == 0, cp.stderr
@@ -147,8 +153,7 @@ def test_jupyter_finds_kernels_without_importing_ipython(tree):
     ~/.local/share/jupyter/kernels, and leaves IPython unimported, where
     jupyter_client's own manager imports it (about 8 s of a TCG boot, which
     the patch saves)."""
-    venv = tree / "usr/lib/e2b-code-interpreter/venv/bin/python"
-    python = "/usr/lib/e2b-code-interpreter/venv/bin/python" if venv.exists() else "/usr/bin/python3"
+    python = image_python(tree)
     assert 'c.ServerApp.kernel_spec_manager_class = "e2b_kernelspecs.KernelSpecManager"' in \
         (tree / "etc/jupyter/jupyter_server_config.py").read_text()
     # The user's kernelspec lives on a tmpfs over the tree's /tmp (its HOME
