@@ -162,6 +162,23 @@ def no_console_logins(res):
     return bool(services) and not ran, f"gettys that ran: {ran}"
 
 
+def udev_coldplug(res):
+    """The image's narrower coldplug (systemd-udev-trigger.service.d/
+    10-e2b-coldplug.conf) still gets the devices a sandbox uses into udev's
+    database (the root disk, eth0, the serial console) and their rules'
+    owners and modes; the virtual consoles it leaves out keep devtmpfs'
+    root-only nodes."""
+    rep = _rep(res)
+    done = {tuple(l.split()[1:3]) for l in rep.get("udev_initialized", "").splitlines() if l.startswith("1 ")}
+    missing = [d for d in (("block", "vda"), ("net", "eth0"), ("tty", "ttyS0")) if d not in done]
+    nodes = dict(l.split(" ", 1) for l in rep.get("dev_nodes", "").splitlines() if " " in l)
+    want = {"/dev/ttyS0": "root:dialout 660", "/dev/tty5": "root:root 600", "/dev/vcs1": "root:root 600",
+            "/dev/ptmx": "root:tty 666", "/dev/tty": "root:tty 666", "/dev/null": "root:root 666"}
+    wrong = {n: nodes.get(n) for n, w in want.items() if nodes.get(n) != w}
+    return (not missing and not wrong,
+            f"not in udev's database: {missing}; owner and mode unlike {want}: {wrong}; {len(done)} devices initialized")
+
+
 def boot_figures(res):
     """The figures bench/boot.sh compares (reported, not judged): userspace
     start, settling, readiness, the guest's busy CPU."""
@@ -386,6 +403,7 @@ COMMON = {
     "no_build_time_units": no_build_time_units,
     "no_console_logins": no_console_logins,
     "no_masked_units": no_masked_units,
+    "udev_coldplug": udev_coldplug,
     "critical_path_weighted": critical_path_weighted,
     "logins_open": logins_open,
     "way_in_early": way_in_early,

@@ -228,3 +228,20 @@ def test_kernel_ports_check_needs_every_port_refused():
     leaked = {"report": {"vsock_kernel_ports": ports, "vsock_kernel_answers": answers.replace(f"41405={err}", "41405=OK")}}
     assert not vsock_checks.refuses_kernel_ports(leaked)[0]
     assert not vsock_checks.refuses_kernel_ports({"report": {"vsock_kernel_ports": "", "vsock_kernel_answers": ""}})[0]
+
+
+def test_udev_coldplug_needs_the_sandbox_devices_and_the_narrow_replay():
+    initialized = "1 block vda\n1 net eth0\n1 tty ttyS0\n0 tty tty5\n0 misc vsock"
+    nodes = ("/dev/ttyS0 root:dialout 660\n/dev/tty5 root:root 600\n/dev/vcs1 root:root 600\n"
+             "/dev/ptmx root:tty 666\n/dev/tty root:tty 666\n/dev/null root:root 666")
+    assert checks.udev_coldplug({"report": {"udev_initialized": initialized, "dev_nodes": nodes}})[0]
+    # eth0 never reached udev's database: networkd would wait for it forever.
+    no_eth0 = initialized.replace("1 net eth0", "0 net eth0")
+    assert not checks.udev_coldplug({"report": {"udev_initialized": no_eth0, "dev_nodes": nodes}})[0]
+    # systemd's full replay (the drop-in gone): the consoles get group tty.
+    full = nodes.replace("/dev/tty5 root:root", "/dev/tty5 root:tty")
+    assert not checks.udev_coldplug({"report": {"udev_initialized": initialized, "dev_nodes": full}})[0]
+    # The serial console's rule did not run.
+    raw = nodes.replace("root:dialout 660", "root:root 600")
+    assert not checks.udev_coldplug({"report": {"udev_initialized": initialized, "dev_nodes": raw}})[0]
+    assert not checks.udev_coldplug({"report": {}})[0]

@@ -6,6 +6,7 @@ image, with real tools (skopeo, umoci, e2fsck, debugfs, systemctl --root,
 chroot).
 """
 import configparser
+import fnmatch
 import hashlib
 import json
 import os
@@ -322,6 +323,73 @@ def test_lean_boot_masks(tree):
         link = tree / "etc/systemd/system-generators" / name
         assert link.is_symlink() and os.readlink(link) == "/dev/null", link
         assert (tree / "usr/lib/systemd/system-generators" / name).is_file(), f"{name}: no such generator in the image"
+
+
+COLDPLUG = "usr/lib/systemd/system/systemd-udev-trigger.service.d/10-e2b-coldplug.conf"
+
+
+def coldplug_lines(tree):
+    """The drop-in's udevadm trigger lines, each as {option: [values]}."""
+    out = []
+    for line in (tree / COLDPLUG).read_text().splitlines():
+        if line.startswith("ExecStart=-udevadm trigger "):
+            opts = {}
+            for arg in line.split()[2:]:
+                key, _, value = arg.partition("=")
+                opts.setdefault(key, []).append(value)
+            out.append(opts)
+    return out
+
+
+def udev_rules(tree):
+    """Every rule line of the image's udev rules, continuations joined."""
+    lines = []
+    for d in ("usr/lib/udev/rules.d", "etc/udev/rules.d"):
+        for f in sorted((tree / d).glob("*.rules")):
+            text = f.read_text(errors="replace").replace("\\\n", " ")
+            lines += [(f.name, l.strip()) for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    return lines
+
+
+def test_coldplug_leaves_out_only_what_no_rule_acts_on(tree):
+    """The narrower coldplug (os-image/README.md, "A lean boot") replays
+    modules only where a rule names them, and leaves out subsystems no rule in
+    the image names, and the virtual consoles, whose one rule sets an owner
+    that their 0600 mode makes moot. A package that brings a rule for
+    something left out fails here, so the list is looked at again."""
+    modules, devices, ttys = coldplug_lines(tree)
+    assert modules["--type"] == ["subsystems"] and modules["--subsystem-match"] == ["module"], modules
+    assert devices["--type"] == ["devices"] and "--subsystem-match" not in devices, devices
+    assert ttys["--type"] == ["devices"] and ttys["--subsystem-match"] == ["tty"], ttys
+    rules = udev_rules(tree)
+    assert len(rules) > 300, len(rules)
+    named = {m for _, l in rules for m in re.findall(r'KERNEL=="([^"]+)"', l) if 'SUBSYSTEM=="module"' in l}
+    assert named and named <= set(modules["--sysname-match"]), (named, modules["--sysname-match"])
+    left_out = set(devices["--subsystem-nomatch"]) - {"tty"}
+    # SUBSYSTEMS== matches a parent, read from sysfs whether or not it was replayed.
+    naming = [(f, l) for f, l in rules for sub in re.findall(r'(?<![A-Z])SUBSYSTEM=="([^"]+)"', l)
+              if set(sub.split("|")) & left_out and not (sub == "vc" and l.endswith('GROUP="tty"'))]
+    assert not naming, naming
+    # The virtual consoles tty1-tty63: none of the tty line's names match
+    # them, all the other ttys the kernel makes do; their rules only set the
+    # group of a 0600 node.
+    names = ttys["--sysname-match"]
+    for name in ("tty1", "tty5", "tty63"):
+        assert not any(fnmatch.fnmatchcase(name, p) for p in names), (name, names)
+    for name in ("tty", "tty0", "ttyS0", "ttyAMA0", "hvc0", "console", "ptmx", "ttyprintk", "xvc0"):
+        assert any(fnmatch.fnmatchcase(name, p) for p in names), (name, names)
+    def for_consoles(line):
+        if 'SUBSYSTEM=="tty"' not in line:
+            return False
+        kernel = re.findall(r'KERNEL=="([^"]+)"', line)
+        return not kernel or any(fnmatch.fnmatchcase("tty5", k) for k in kernel[0].split("|"))
+    vt = [l for _, l in rules if for_consoles(l)]
+    assert vt and all(re.sub(r'^SUBSYSTEM=="tty", KERNEL=="[^"]+", ', "", l) == 'GROUP="tty", MODE="0600"'
+                      for l in vt), vt
+    # systemd's own trigger line is what the drop-in replaces (ExecStart= first).
+    text = (tree / COLDPLUG).read_text().splitlines()
+    assert "ExecStart=" in text and text.index("ExecStart=") < min(i for i, l in enumerate(text) if l.startswith("ExecStart=-"))
+    assert "--type=all" in (tree / "usr/lib/systemd/system/systemd-udev-trigger.service").read_text()
 
 
 def enabled_units(tree):

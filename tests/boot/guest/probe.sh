@@ -315,6 +315,16 @@ section_settled() {
 	local udev_db
 	udev_db=$(udevadm info --export-db 2>/dev/null)
 	report udev_devices "$(grep -c '^P:' <<< "$udev_db")"
+	# Which of them udev processed (the image's coldplug leaves some out):
+	# "1 SUBSYSTEM NAME" for each initialized device, "0 …" for the rest.
+	report_b64 udev_initialized_b64 "$(awk -v RS= -F '\n' '{ s = n = ""; done = 0
+		for (i = 1; i <= NF; i++) {
+			if ($i ~ /^U: /) s = substr($i, 4); else if ($i ~ /^M: /) n = substr($i, 4)
+			else if ($i ~ /^E: USEC_INITIALIZED=/) done = 1 }
+		print done, s, n }' <<< "$udev_db")"
+	# Device nodes whose owner and mode a udev rule sets: ttyS0 is
+	# replayed (group dialout), the virtual consoles are not (group root).
+	report_b64 dev_nodes_b64 "$(stat -c '%n %U:%G %a' /dev/ttyS0 /dev/tty5 /dev/vcs1 /dev/ptmx /dev/tty /dev/null 2>&1)"
 	report_b64 udev_subsystems_b64 "$(sed -n 's/^E: SUBSYSTEM=//p' <<< "$udev_db" | sort | uniq -c | sort -rn | tr -s ' ' | tr '\n' ',')"
 	report device_units "$(systemctl list-units --all --no-legend --plain --type=device | wc -l)"
 	# The controllers systemd turned on (envd's Delegate=: cpu), and the
