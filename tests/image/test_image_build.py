@@ -325,6 +325,32 @@ def test_lean_boot_masks(tree):
         assert (tree / "usr/lib/systemd/system-generators" / name).is_file(), f"{name}: no such generator in the image"
 
 
+def test_early_dev_tmpfiles_do_all_of_the_masked_second_run(tree):
+    """systemd-tmpfiles-setup-dev is masked because -early runs the same
+    command with --graceful, which only skips lines naming a user or group
+    the image does not have: every /dev line's user and group exists, and the
+    two units differ in nothing else."""
+    def exec_start(name):
+        return [l for l in (tree / "usr/lib/systemd/system" / name).read_text().splitlines()
+                if l.startswith("ExecStart=")]
+    early, second = exec_start("systemd-tmpfiles-setup-dev-early.service"), exec_start("systemd-tmpfiles-setup-dev.service")
+    assert len(early) == 1 and early == [second[0] + " --graceful"], (early, second)
+    users = {l.split(":")[0] for l in (tree / "etc/passwd").read_text().splitlines()}
+    groups = {l.split(":")[0] for l in (tree / "etc/group").read_text().splitlines()}
+    dev_lines = []
+    for d in ("usr/lib/tmpfiles.d", "etc/tmpfiles.d"):
+        for f in sorted((tree / d).glob("*.conf")):
+            if f.is_symlink() and os.readlink(f) == "/dev/null":
+                continue
+            for line in f.read_text().splitlines():
+                fields = line.split()
+                if len(fields) >= 5 and not line.startswith("#") and fields[1].startswith("/dev"):
+                    dev_lines.append((f.name, fields[1], fields[3], fields[4]))
+    assert len(dev_lines) >= 5, dev_lines
+    unknown = [l for l in dev_lines if l[2] not in users | {"-"} or l[3] not in groups | {"-"}]
+    assert not unknown, unknown
+
+
 COLDPLUG = "usr/lib/systemd/system/systemd-udev-trigger.service.d/10-e2b-coldplug.conf"
 
 
