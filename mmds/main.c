@@ -23,6 +23,7 @@
 #include "cleanup.h"
 #include "decimal.h"
 #include "fdstore.h"
+#include "import.h"
 #include "listen.h"
 #include "log.h"
 #include "server.h"
@@ -50,6 +51,10 @@ static void usage(FILE *f)
 		"Serves a Firecracker-compatible MMDS (V2 by default) on 169.254.169.254:80.\n\n"
 		"  --document PATH          metadata document, watched for changes\n"
 		"                           (default " DEFAULT_DOCUMENT ")\n"
+		"  --import SRC             write SRC (checked as the document is, at most\n"
+		"                           --max-size) to --document through a temporary\n"
+		"                           name and a rename, then exit: for a source no\n"
+		"                           writer renames, such as QEMU's fw_cfg entry\n"
 		"  --listen ADDR:PORT       listen here when not socket-activated\n"
 		"                           (default " DEFAULT_LISTEN ", IP_FREEBIND)\n"
 		"  --control PATH           Unix socket speaking the host API (PUT/PATCH/GET /mmds)\n"
@@ -99,11 +104,12 @@ static int parse_empty_mode(const char *s, enum mmds_empty_mode *mode)
 	return 0;
 }
 
-enum { O_DOCUMENT = 256, O_LISTEN, O_CONTROL, O_VSOCK_ALLOW, O_FD_STORE, O_V1, O_EMPTY, O_MAX_SIZE, O_MAX_CONNS, O_MAX_QUEUED,
+enum { O_DOCUMENT = 256, O_IMPORT, O_LISTEN, O_CONTROL, O_VSOCK_ALLOW, O_FD_STORE, O_V1, O_EMPTY, O_MAX_SIZE, O_MAX_CONNS, O_MAX_QUEUED,
        O_IDLE, O_REQUEST, O_MAX_HEAD, O_MAX_HEADERS, O_VERBOSE, O_HELP };
 
 static const struct option options[] = {
 	{ "document", required_argument, NULL, O_DOCUMENT },
+	{ "import", required_argument, NULL, O_IMPORT },
 	{ "listen", required_argument, NULL, O_LISTEN },
 	{ "control", required_argument, NULL, O_CONTROL },
 	{ "control-vsock-allow-cid", required_argument, NULL, O_VSOCK_ALLOW },
@@ -130,6 +136,7 @@ static int apply_option(int opt, const char *arg, struct mmds_config *cfg)
 
 	switch (opt) {
 	case O_DOCUMENT: cfg->document_path = arg; break;
+	case O_IMPORT: cfg->import_from = arg; break;
 	case O_LISTEN: cfg->listen = arg; break;
 	case O_CONTROL: cfg->control_path = arg; break;
 	case O_VSOCK_ALLOW: r = vsock_policy_parse(arg, &cfg->vsock_policy); break;
@@ -409,6 +416,30 @@ static int run(const struct mmds_config *cfg)
 	return r < 0 ? r : 0;
 }
 
+/* --import: one document into the watched file, then exit. */
+static int import(const struct mmds_config *cfg)
+{
+	const char *src = cfg->import_from, *dst = cfg->document_path;
+	struct mmds_import_result res;
+	int r = mmds_import_document(src, dst, cfg->max_size, &res);
+
+	if (r == 0)
+		log_info("%s: imported into %s (%zu bytes)", src, dst, res.written);
+	else if (r == -EINVAL && res.failed_on == src)
+		log_error("%s: invalid JSON at line %d, column %d: %s; %s left as it was", src, res.json.line,
+			  res.json.column, res.json.text, dst);
+	else if (r == -EFBIG && res.failed_on == src)
+		log_error("%s: document over the %zu-byte limit (%zu raw; --max-size); %s left as it was", src,
+			  cfg->max_size, 4 * cfg->max_size, dst);
+	else if (r == -ENOENT && res.failed_on == dst)
+		log_error("%s: its directory does not exist; create it before importing %s", dst, src);
+	else if (res.failed_on == dst)
+		log_error("%s: writing the document from %s: %s; %s left as it was", dst, src, strerror(-r), dst);
+	else
+		log_error("%s: %s; %s left as it was", src, strerror(-r), dst);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct mmds_config cfg = default_config;
@@ -437,5 +468,7 @@ int main(int argc, char **argv)
 		log_error("--document must be an absolute path: %s", cfg.document_path);
 		return 2;
 	}
+	if (cfg.import_from)
+		return import(&cfg) < 0 ? 1 : 0;
 	return run(&cfg) < 0 ? 1 : 0;
 }

@@ -34,6 +34,7 @@ enum mmds_listener_kind {
 
 struct mmds_config {
 	const char *document_path;
+	const char *import_from; /* --import: write it to document_path and exit */
 	const char *control_path;
 	const char *listen;
 	bool v1;

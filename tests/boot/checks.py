@@ -127,6 +127,21 @@ def no_masked_units(res):
     return bool(units) and bool(masked) and not ran, f"masked: {masked}; ran: {ran}"
 
 
+def skipped_without_work(res):
+    """What the image keeps from starting when it has nothing to do:
+    systemd-remount-fs (its drop-in's conditions: no /etc/fstab, a rw root)
+    never left "inactive", and udev ran no dmi_memory_id (70-memory.rules is
+    masked), so the DMI device has no MEMORY_DEVICE_* properties."""
+    rep = _rep(res)
+    units = unit_table(rep.get("unit_times", ""))
+    remount = units.get("systemd-remount-fs.service")
+    started = remount is None or int(remount.get("InactiveExitTimestampMonotonic") or 0) > 0
+    memory = rep.get("udev_memory_properties", "")
+    return (not started and memory == "0",
+            f"systemd-remount-fs: {'not reported' if remount is None else 'started' if started else 'not started'}; "
+            f"MEMORY_DEVICE_* properties in udev's database: {memory!r}")
+
+
 def critical_path_weighted(res):
     """The cpu controller is on (envd's Delegate=), so between services only
     weights count: the guard and the MMDS document's one-shot run at 1000,
@@ -404,6 +419,7 @@ COMMON = {
     "no_console_logins": no_console_logins,
     "no_masked_units": no_masked_units,
     "udev_coldplug": udev_coldplug,
+    "skipped_without_work": skipped_without_work,
     "critical_path_weighted": critical_path_weighted,
     "logins_open": logins_open,
     "way_in_early": way_in_early,

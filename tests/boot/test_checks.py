@@ -245,3 +245,16 @@ def test_udev_coldplug_needs_the_sandbox_devices_and_the_narrow_replay():
     raw = nodes.replace("root:dialout 660", "root:root 600")
     assert not checks.udev_coldplug({"report": {"udev_initialized": initialized, "dev_nodes": raw}})[0]
     assert not checks.udev_coldplug({"report": {}})[0]
+
+
+def test_skipped_without_work_needs_remount_fs_unstarted_and_no_dimm_properties():
+    def rep(remount_exit, memory):
+        return {"report": {"unit_times": "Id=systemd-remount-fs.service ActiveState=inactive SubState=dead "
+                                         f"InactiveExitTimestampMonotonic={remount_exit}",
+                           "udev_memory_properties": memory}}
+    assert checks.skipped_without_work(rep(0, "0"))[0]
+    # Its conditions gone: it started (and did nothing) on a rw root without an fstab.
+    assert not checks.skipped_without_work(rep(10860000, "0"))[0]
+    # 70-memory.rules not masked: udev imported the emulated DIMMs.
+    assert not checks.skipped_without_work(rep(0, "4"))[0]
+    assert not checks.skipped_without_work({"report": {}})[0]

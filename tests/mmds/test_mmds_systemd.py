@@ -71,8 +71,6 @@ def test_units_verify(release_tools, tmp_path):
     unitdir.mkdir(parents=True)
     (root / "usr/local/bin").mkdir(parents=True)
     shutil.copy(release_tools.path("mmds-serve"), root / "usr/local/bin/mmds-serve")
-    (root / "bin").mkdir()
-    shutil.copy("/bin/sh", root / "bin/sh")  # mmds-fwcfg.service's ExecStart
     (root / "usr/bin").mkdir(parents=True)
     shutil.copy("/usr/bin/mkdir", root / "usr/bin/mkdir")  # mmds.service's ExecStartPre
     for name in MMDS_UNITS:
@@ -158,10 +156,13 @@ def test_document_directory_is_roots_and_read_only_to_the_service(release_tools,
         shutil.rmtree(top)
 
 
-def _fwcfg_command():
-    """mmds-fwcfg.service's ExecStart, as systemd runs it ($$ is a $)."""
+def _fwcfg_command(tools):
+    """mmds-fwcfg.service's ExecStart, with the mmds-serve under test for the
+    installed one."""
     line, = [l for l in _unit_lines("mmds-fwcfg.service") if l.startswith("ExecStart=")]
-    return shlex.split(line.partition("=")[2].replace("$$", "$"))
+    argv = shlex.split(line.partition("=")[2])
+    assert argv[0] == "/usr/local/bin/mmds-serve", argv
+    return [str(tools.path("mmds-serve")), *argv[1:]]
 
 
 def _in_fake_guest(tmp_path, script, raw=None):
@@ -184,19 +185,28 @@ def _in_fake_guest(tmp_path, script, raw=None):
                           capture_output=True, text=True, timeout=60), run / "mmds"
 
 
-def test_fwcfg_unit_writes_the_document_atomically(tmp_path):
-    doc = b'{"instanceID": "from-fw-cfg"}'
-    cp, d = _in_fake_guest(tmp_path, _fwcfg_command(), raw=doc)
+def test_fwcfg_unit_writes_the_document_atomically(tools, tmp_path):
+    doc = b'{"instanceID": "from-fw-cfg",\n "envID": "tmpl"}\n'
+    cp, d = _in_fake_guest(tmp_path, _fwcfg_command(tools), raw=doc)
     assert cp.returncode == 0, cp.stderr
     assert sorted(p.name for p in d.iterdir()) == ["document.json"]  # no temporary left
-    assert (d / "document.json").read_bytes() == doc
+    assert (d / "document.json").read_bytes() == b'{"envID":"tmpl","instanceID":"from-fw-cfg"}'  # compact
     assert stat.S_IMODE(os.stat(d / "document.json").st_mode) == 0o644
+    assert "/sys/firmware/qemu_fw_cfg/by_name/opt/e2b/mmds/raw: imported into /run/mmds/document.json" in cp.stderr
+    assert_no_sanitizer_report(cp)
 
 
-def test_fwcfg_unit_failure_leaves_nothing(tmp_path):
-    cp, d = _in_fake_guest(tmp_path, _fwcfg_command(), raw=None)  # unreadable entry
-    assert cp.returncode != 0
+@pytest.mark.parametrize("raw, says", [
+    (None, "/sys/firmware/qemu_fw_cfg/by_name/opt/e2b/mmds/raw: Is a directory"),  # unreadable entry
+    (b'{"instanceID": ', "/sys/firmware/qemu_fw_cfg/by_name/opt/e2b/mmds/raw: invalid JSON at line 1"),
+    (b'{"k": "' + b"x" * 51200 + b'"}', "document over the 51200-byte limit"),
+], ids=["unreadable", "not-json", "too-big"])
+def test_fwcfg_unit_failure_leaves_nothing(tools, tmp_path, raw, says):
+    cp, d = _in_fake_guest(tmp_path, _fwcfg_command(tools), raw=raw)
+    assert cp.returncode == 1, cp
+    assert says in cp.stderr and "/run/mmds/document.json left as it was" in cp.stderr, cp.stderr
     assert list(d.iterdir()) == []  # neither a document nor a temporary
+    assert_no_sanitizer_report(cp)
 
 
 def test_fwcfg_unit_ordering_and_condition():

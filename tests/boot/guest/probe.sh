@@ -315,6 +315,8 @@ section_settled() {
 	local udev_db
 	udev_db=$(udevadm info --export-db 2>/dev/null)
 	report udev_devices "$(grep -c '^P:' <<< "$udev_db")"
+	# What dmi_memory_id adds (70-memory.rules, which the image masks).
+	report udev_memory_properties "$(grep -c '^E: MEMORY_DEVICE_' <<< "$udev_db")"
 	# Which of them udev processed (the image's coldplug leaves some out):
 	# "1 SUBSYSTEM NAME" for each initialized device, "0 …" for the rest.
 	report_b64 udev_initialized_b64 "$(awk -v RS= -F '\n' '{ s = n = ""; done = 0
