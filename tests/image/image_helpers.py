@@ -8,6 +8,7 @@ source) from loopback and pin it in a test lock (write_release_lock). The
 package caches are the repository's (out/cache), so builds after the first
 are warm.
 """
+import configparser
 import pathlib
 import subprocess
 import sys
@@ -62,3 +63,37 @@ def built():
     if not b.ok or b.cp.returncode != 0:
         pytest.fail(b.failure())
     return b
+
+
+@pytest.fixture(scope="module")
+def tree(built):
+    assert built.tree.is_dir()
+    return built.tree
+
+
+def unit(tree, name) -> configparser.ConfigParser:
+    """A unit file from the image, parsed (repeated keys joined by spaces)."""
+    path = tree / "usr/lib/systemd/system" / name
+    assert path.is_file(), f"{name} not installed in /usr/lib/systemd/system"
+    cp = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",),
+                                   comment_prefixes=("#", ";"))
+    cp.optionxform = str
+    merged = {}
+    section = None
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            section = s[1:-1]
+            merged.setdefault(section, {})
+            continue
+        k, _, v = s.partition("=")
+        d = merged[section]
+        d[k.strip()] = (d.get(k.strip(), "") + " " + v.strip()).strip()
+    cp.read_dict(merged)
+    return cp
+
+
+def words(cp, section, key):
+    return cp.get(section, key, fallback="").split()
