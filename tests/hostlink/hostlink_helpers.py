@@ -74,11 +74,19 @@ def real_envd(workdir: pathlib.Path):
 
 
 def unix_http_status(path: pathlib.Path, target: str) -> int:
+    """The status of GET TARGET through the unix socket PATH. ConnectionError
+    (an OSError) when the answer has no status line: socat listens on PATH
+    before envd listens behind it, and closes a connection made in between
+    without a byte."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(5)
         s.connect(str(path))
         s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-        return int(recv_to_eof(s).split(b" ")[1])
+        answer = recv_to_eof(s)
+    status = answer.split(b" ", 2)
+    if len(status) < 2 or not status[1].isdigit():
+        raise ConnectionError(f"{path}: GET {target}: no HTTP status line in {answer[:80]!r}")
+    return int(status[1])
 
 
 @contextlib.contextmanager
