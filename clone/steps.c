@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,23 +41,10 @@ int generation_read(const char *path, uint64_t *gen)
 
 int generation_write(const char *path, uint64_t gen)
 {
-	char tmp[PATH_MAX], text[32];
-	int n = snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	char text[32];
+	int n = snprintf(text, sizeof(text), "%llu\n", (unsigned long long)gen);
 
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	_cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = snprintf(text, sizeof(text), "%llu\n", (unsigned long long)gen);
-	int r = write_all(fd, text, (size_t)n);
-	if (r == 0 && fchmod(fd, 0644) < 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0)
-		unlink(tmp);
-	return r;
+	return write_file_replacing(path, text, (size_t)n, 0644);
 }
 
 int file_forget(const char *path)

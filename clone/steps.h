@@ -10,7 +10,7 @@
 /* The generation recorded at path ("N\n"); 0 when the file does not exist.
  * -EBADMSG when it holds anything but that. */
 int generation_read(const char *path, uint64_t *gen);
-/* Records it: a temporary file beside path, 0644, renamed over it. */
+/* Records it: write_file_replacing (common/fileio.h), 0644. */
 int generation_write(const char *path, uint64_t gen);
 /* Removes it (the snapshot is no clone yet); 1 removed, 0 absent. */
 int generation_clear(const char *path);

@@ -2,7 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -59,4 +62,39 @@ int read_small_file(const char *path, size_t max, char **out, size_t *len)
 	if (fd < 0)
 		return -errno;
 	return read_small_fd(fd, max, out, len);
+}
+
+/* "<dir>/.<name>.XXXXXX" for path "<dir>/<name>". */
+static int hidden_temp_name(const char *path, char **out)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	int dir_len = slash ? (int)(slash - path) + 1 : 0;
+
+	if (!*name)
+		return -EISDIR;
+	if (asprintf(out, "%.*s.%s.XXXXXX", dir_len, path, name) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int write_file_replacing(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	_cleanup_free_ char *tmp = NULL;
+	int r = hidden_temp_name(path, &tmp);
+	if (r < 0)
+		return r;
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = fchmod(fd, mode) < 0 ? -errno : 0;
+	if (r == 0)
+		r = write_all(fd, buf, len);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlink(tmp);
+	return r;
 }
