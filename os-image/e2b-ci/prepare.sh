@@ -62,10 +62,8 @@ install -d -m 0755 "$EXTRA$prefix/server" "$EXTRA$prefix/startup" "$EXTRA$prefix
 (cd "$src/template/server" && find . -name '__pycache__' -prune -o -type f -print0 \
 	| cpio --null -pdm --quiet "$EXTRA$prefix/server")
 cp -R "$src/chart_data_extractor/e2b_charts" "$EXTRA$prefix/python/"
-# Ours: the Jupyter server's kernel spec manager (patch 0005), and
-# code-interpreter.service's wait for Jupyter.
+# Ours: the Jupyter server's kernel spec manager (patch 0005).
 install -m 0644 "$here/python/e2b_kernelspecs.py" "$EXTRA$prefix/python/"
-install -m 0755 "$here/wait-for-jupyter" "$EXTRA$prefix/wait-for-jupyter"
 find "$EXTRA$prefix/python" -name '__pycache__' -prune -exec rm -rf {} +
 install -m 0644 "$src"/template/startup_scripts/*.py "$EXTRA$prefix/startup/"
 install -m 0644 "$src/template/jupyter_server_config.py" "$EXTRA/etc/jupyter/"

@@ -7,9 +7,10 @@
 # Mounts /proc, /tmp, /run, /home (with user's home), /dev and /dev/shm into
 # TREE, starts the tree's real envd on 127.0.0.1:49983 (the API server calls
 # its /envs; E2B_CI_ENVD_LOG names a file for its log), starts
-# Jupyter and then the API server as uid 1000, each with its unit's own
+# Jupyter and the API server together as uid 1000, each with its unit's own
 # ExecStart=, Environment= and WorkingDirectory= (unit_cmd.py), and waits for
-# each to answer. Returns non-zero if the API server never answers /health.
+# the API server to answer. Returns non-zero if the API server never answers
+# /health.
 # The steps are functions of their own, for tests that need one at a time.
 
 E2B_CI_STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,11 +56,25 @@ mount_e2b_ci_tree() {
 	return 1
 }
 
-# start_jupyter LOGDIR: Jupyter, waited for (60 s) by the tree's own
-# wait-for-jupyter, as code-interpreter.service's ExecStartPre= does.
-start_jupyter() {
+# launch_jupyter LOGDIR: Jupyter in the background, not waited for.
+launch_jupyter() {
 	(e2b_ci_unit_as_user jupyter.service) > "$1/jupyter.log" 2>&1 &
-	chroot --userspec=1000:1000 "$E2B_CI_TREE" /usr/lib/e2b-code-interpreter/wait-for-jupyter 8888 60
+}
+
+# wait_jupyter [SECONDS]: until Jupyter's /api/status answers 200 (0), or 1.
+wait_jupyter() {
+	local i
+	for i in $(seq 1 $(( ${1:-60} * 10 ))); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8888/api/status)" = 200 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# start_jupyter LOGDIR: Jupyter, waited for (60 s), for steps that need it up.
+start_jupyter() {
+	launch_jupyter "$1"
+	wait_jupyter 60
 }
 
 # start_api_server LOGDIR [VAR=VALUE…]: the API server in the background
@@ -82,10 +97,12 @@ wait_api_server() {
 	return 1
 }
 
+# start_e2b_ci_stack TREE LOGDIR: as the units start them, Jupyter and the
+# API server together; the server waits for Jupyter itself (PATCHES 0006).
 start_e2b_ci_stack() {
 	local logs=$2
 	mount_e2b_ci_tree "$1" || return 1
-	start_jupyter "$logs"
+	launch_jupyter "$logs"
 	start_api_server "$logs"
 	wait_api_server 90
 }

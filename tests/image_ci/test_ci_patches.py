@@ -18,6 +18,7 @@ PATCH_NAMES = [
     "0003-ipython-startup-scripts-system-wide.patch",
     "0004-default-context-bounded-no-leaked-kernels.patch",
     "0005-jupyter-kernelspecs-without-ipython.patch",
+    "0006-api-server-starts-beside-jupyter.patch",
 ]
 
 
@@ -63,6 +64,10 @@ def test_patches_apply_to_upstreams_real_tree(tmp_path):
     assert main.count("await e2b_startup.default_context(") == 2
     assert 'await e2b_startup.remove_sessions(client, "left by an earlier start")' in main
     assert "open_timeout=KERNEL_START_TIMEOUT" in (server / "messaging.py").read_text()
+    # 0006: the server waits for Jupyter itself, first thing in its lifespan.
+    assert re.search(r"    try:\n(\s+#.*\n)*\s+await e2b_startup\.wait_for_jupyter\(client\)\n"
+                     r"\s+await e2b_startup\.remove_sessions\(", main)
+    assert "E2B_CI_JUPYTER_START_TIMEOUT" in (server / "e2b_startup.py").read_text()
     assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
 
 
@@ -101,8 +106,9 @@ def test_archive_through_pinfetch_then_prepare(tools, served_archive, tmp_path):
     assert (prefix / "server/consts.py").is_file()
     assert (prefix / "python/e2b_charts/__init__.py").is_file()
     assert (prefix / "python/e2b_kernelspecs.py").read_text() == (FLAVOR_DIR / "python/e2b_kernelspecs.py").read_text()
-    wait = prefix / "wait-for-jupyter"
-    assert wait.read_text() == (FLAVOR_DIR / "wait-for-jupyter").read_text() and wait.stat().st_mode & 0o777 == 0o755
+    # The API server waits for Jupyter itself (0006): no shell wait ships.
+    assert not (prefix / "wait-for-jupyter").exists()
+    assert "await e2b_startup.wait_for_jupyter(client)" in main
     assert sorted(p.name for p in (prefix / "startup").iterdir()) == ["0002_data.py", "0003_images.py"]
     doc = extra / "usr/share/doc/e2b-code-interpreter"
     assert (doc / "LICENSE").read_text() == (FIXTURE / "LICENSE").read_text()

@@ -4,6 +4,8 @@ ExecStart= (stack.sh, unit_cmd.py) in a private network namespace:
 - a start that fails on a slow kernel leaves no kernel behind, the next start
   comes up first time, and a killed server's restart does not pile up kernels
   (os-image/e2b-ci/PATCHES 0004);
+- the server, started before Jupyter, waits for it, and gives up after its
+  time-out saying so (PATCHES 0006);
 - E2B's own SDK, @e2b/code-interpreter from npm in debug mode, runs code
   through it (POST /execute on :49999, then Jupyter, then a kernel).
 
@@ -79,6 +81,33 @@ def test_failed_start_leaves_no_kernel_and_restart_does_not_pile_up(upstream_tre
     assert kv(lines["KILLED"])["kernels"] == "1", lines["KILLED"]
     assert lines["RESTART"].startswith("RESTART healthy"), out[-3000:]
     assert kv(lines["RESTART"]) == {"kernels": "1", "sessions": "1"}, lines["RESTART"]
+
+
+# Jupyter's start: the time-out of the forced failure, and how late a slow
+# Jupyter starts after the API server.
+JUPYTER_SHORT, JUPYTER_DELAY = 3, 8
+
+
+def test_api_server_waits_for_jupyter_itself(upstream_tree):
+    """The units start Jupyter and the API server together (PATCHES 0006):
+    the server waits for Jupyter's /api/status before its default context,
+    gives up after E2B_CI_JUPYTER_START_TIMEOUT with a message that names
+    Jupyter, and otherwise comes up once a late Jupyter answers."""
+    cp = in_namespace([HERE / "jupyter_wait.sh", upstream_tree, JUPYTER_SHORT, JUPYTER_DELAY], timeout=600)
+    out = cp.stdout
+    print(out[-3000:])
+    assert cp.returncode == 0, out[-4000:] + cp.stderr[-2000:]
+    lines = {l.split()[0]: l for l in out.splitlines() if l and l.split()[0].isupper()}
+    failed = kv(lines["NO-JUPYTER"])
+    assert failed["rc"] != "0", "without Jupyter the server's start must fail"
+    assert JUPYTER_SHORT <= int(failed["seconds"]) < JUPYTER_SHORT + 30, lines["NO-JUPYTER"]
+    says = lines["NO-JUPYTER-SAYS"]
+    assert ("Jupyter did not answer GET http://localhost:8888/api/status with 200 within "
+            f"{JUPYTER_SHORT} s (last try: ConnectError") in says, says
+    assert "journalctl -u jupyter.service" in says, says
+    assert lines["BEFORE-JUPYTER"] == "BEFORE-JUPYTER waiting", out[-3000:]
+    assert kv(lines["BEFORE-JUPYTER-HEALTH"]) == {"code": "000"}, "not listening before its context exists"
+    assert lines["LATE-JUPYTER"] == "LATE-JUPYTER healthy kernels=1", out[-3000:]
 
 
 SDK_SCRIPT = """

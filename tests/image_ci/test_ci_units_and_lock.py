@@ -33,6 +33,9 @@ def test_jupyter_unit():
     u = unit("jupyter.service")
     assert "envd-guard.service" in words(u["Unit"]["Requires"])
     assert "envd-guard.service" in words(u["Unit"]["After"])
+    # Loopback only, and on the boot's critical path: not held back until
+    # networkd has started (network.target).
+    assert "network.target" not in words(u["Unit"]["After"])
     s = u["Service"]
     assert s["User"] == "user"
     assert "-m jupyter_server " in s["ExecStart"]
@@ -52,9 +55,11 @@ def test_code_interpreter_unit_is_ordered_after_jupyter_and_the_guard():
     assert s["WorkingDirectory"] == "/usr/lib/e2b-code-interpreter/server"
     assert s["NoNewPrivileges"] == "yes" and s["ProtectSystem"] == "strict"
     assert s["IPAddressDeny"] == "any" and s["IPAddressAllow"] == "localhost"
-    # Jupyter's /api/status on 8888, for up to 180 s (tests/image_ci/test_wait_for_jupyter.py).
-    assert s["ExecStartPre"] == "/usr/lib/e2b-code-interpreter/wait-for-jupyter 8888 180"
-    assert int(s["TimeoutStartSec"]) > 180
+    # It starts together with Jupyter and waits for Jupyter's /api/status
+    # itself (PATCHES 0006; tests/image_ci/test_ci_server.py), for the
+    # server's own default (180 s) unless a drop-in sets one.
+    assert "ExecStartPre" not in s
+    assert "E2B_CI_JUPYTER_START_TIMEOUT" not in s["Environment"]
 
 
 def test_units_are_enabled_by_the_flavor():

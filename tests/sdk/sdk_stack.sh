@@ -94,9 +94,10 @@ if [ "$flavor" = ci ]; then
 	# would also start a stand-in envd on 49983, where the real one is).
 	. "$here/../image_ci/stack.sh"
 	E2B_CI_TREE=$tree
-	start_jupyter "$logs" || fail "Jupyter did not answer /api/status"
+	# Together, as the units start them (the server waits for Jupyter).
+	launch_jupyter "$logs"
 	start_api_server "$logs"
-	wait_api_server 120 || fail "the code-interpreter API server did not answer /health"
+	wait_api_server 120 || fail "the code-interpreter API server did not answer /health (Jupyter: $(wait_jupyter 1 && echo up || echo down))"
 	maps+=(--map 49999=127.0.0.1:49999)
 	ports=(49983 49999 3000)
 fi
