@@ -15,10 +15,6 @@ trap 'rm -rf "$logs"' EXIT
 . "$(dirname "$0")/stack.sh"
 mount_e2b_ci_tree "$tree"
 
-kernels() {
-	curl -s http://127.0.0.1:8888/api/kernels | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'
-}
-
 t0=$(date +%s)
 start_api_server "$logs" "E2B_CI_JUPYTER_START_TIMEOUT=$short"
 wait "$E2B_CI_SERVER_PID"
@@ -32,7 +28,7 @@ if kill -0 "$E2B_CI_SERVER_PID" 2>/dev/null; then echo "BEFORE-JUPYTER waiting";
 echo "BEFORE-JUPYTER-HEALTH code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49999/health)"
 launch_jupyter "$logs"
 if wait_api_server 120; then
-	echo "LATE-JUPYTER healthy kernels=$(kernels)"
+	echo "LATE-JUPYTER healthy kernels=$(jupyter_count kernels)"
 else
 	echo "LATE-JUPYTER failed"
 fi

@@ -25,8 +25,7 @@ chmod 0644 "$logs/slow-startup.py"
 mount --bind "$logs/slow-startup.py" "$first"
 
 count() { # jupyter's kernels and sessions
-	echo "kernels=$(curl -s http://127.0.0.1:8888/api/kernels | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" \
-		"sessions=$(curl -s http://127.0.0.1:8888/api/sessions | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+	echo "kernels=$(jupyter_count kernels) sessions=$(jupyter_count sessions)"
 }
 
 start_jupyter "$logs" || { echo "JUPYTER down"; tail -20 "$logs/jupyter.log"; exit 1; }

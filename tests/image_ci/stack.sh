@@ -47,13 +47,24 @@ mount_e2b_ci_tree() {
 	# is a tmpfs, so nothing is written into the built tree.
 	mount -t tmpfs -o mode=0755 tmpfs "$E2B_CI_TREE/run"
 	chroot "$E2B_CI_TREE" /usr/local/bin/envd -isnotfc -no-cgroups > "${E2B_CI_ENVD_LOG:-/dev/null}" 2>&1 &
-	local i
-	for i in $(seq 1 300); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49983/health)" = 204 ] && return 0
-		sleep 0.1
-	done
+	wait_http_code http://127.0.0.1:49983/health 204 30 && return 0
 	echo "stack.sh: the tree's envd did not answer /health on 127.0.0.1:49983" >&2
 	return 1
+}
+
+# wait_http_code URL CODE SECONDS: until GET URL answers CODE (0), or 1.
+wait_http_code() {
+	local i
+	for i in $(seq 1 $(( $3 * 10 ))); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# jupyter_count sessions|kernels: how many Jupyter holds.
+jupyter_count() {
+	curl -s "http://127.0.0.1:8888/api/$1" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'
 }
 
 # launch_jupyter LOGDIR: Jupyter in the background, not waited for.
@@ -63,12 +74,7 @@ launch_jupyter() {
 
 # wait_jupyter [SECONDS]: until Jupyter's /api/status answers 200 (0), or 1.
 wait_jupyter() {
-	local i
-	for i in $(seq 1 $(( ${1:-60} * 10 ))); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8888/api/status)" = 200 ] && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_http_code http://127.0.0.1:8888/api/status 200 "${1:-60}"
 }
 
 # start_jupyter LOGDIR: Jupyter, waited for (60 s), for steps that need it up.
