@@ -142,6 +142,37 @@ def skipped_without_work(res):
             f"MEMORY_DEVICE_* properties in udev's database: {memory!r}")
 
 
+# A client of logind that starts it through D-Bus: an activation under TCG
+# takes a second or two; D-Bus gives up after 25 s.
+LOGIND_ACTIVATION_MS = 10000
+
+
+def logind_on_demand(res):
+    """systemd-logind is not part of the boot: it ran by the time the boot
+    settled only where udev found a power button (Variant.power_button),
+    and a client (loginctl) gets an answer either way, D-Bus starting logind
+    for it in good time."""
+    rep = _rep(res)
+    logind = unit_table(rep.get("services", "")).get("systemd-logind.service", {})
+    started = _ran(logind)
+    rc, ms = rep.get("logind_ask_rc", ""), int(rep.get("logind_ask_ms") or -1)
+    want_up = variant_of(res).power_button
+    # Not in the list at all: never loaded, so never started.
+    ok = bool(rep.get("services")) and started == want_up and rc == "0" and 0 <= ms < LOGIND_ACTIVATION_MS
+    return ok, (f"systemd-logind {'ran' if started else 'did not run'} at boot "
+                f"({'a power button' if want_up else 'no power button'}); "
+                f"loginctl list-sessions: rc={rc or '?'} after {ms} ms: {rep.get('logind_ask_out', '')[:200]!r}")
+
+
+def power_button_powers_off(res):
+    """The VMM's power button (QMP system_powerdown) powers the guest off:
+    QEMU reports the guest's own shutdown and exits."""
+    pd = res.get("powerdown") or {}
+    return (pd.get("reason") == "guest-shutdown" and pd.get("exited") is True,
+            f"SHUTDOWN reason {pd.get('reason')!r}, QEMU exited: {pd.get('exited')}, "
+            f"{pd.get('seconds')} s after the press{'; ' + pd['error'] if pd.get('error') else ''}")
+
+
 def critical_path_weighted(res):
     """The cpu controller is on (envd's Delegate=), so between services only
     weights count: the guard and the MMDS document's one-shot run at 1000,
@@ -420,6 +451,7 @@ COMMON = {
     "no_masked_units": no_masked_units,
     "udev_coldplug": udev_coldplug,
     "skipped_without_work": skipped_without_work,
+    "logind_on_demand": logind_on_demand,
     "critical_path_weighted": critical_path_weighted,
     "logins_open": logins_open,
     "way_in_early": way_in_early,
@@ -439,17 +471,20 @@ FAIL_CLOSED = {
     "guarded_never_active": guarded_never_active,
     "warmup_fails": warmup_fails,
     "nothing_listens_guarded": nothing_listens_guarded,
+    "logind_on_demand": logind_on_demand,
 }
+POWER_BUTTON = {"power_button_powers_off": power_button_powers_off}
 COMMON.update(vsock_checks.COMMON)
 COMMON.update(envd_checks.COMMON)
 CI.update(vsock_checks.CI)
 
 
 def checks_for(v: Variant) -> dict:
+    power = POWER_BUTTON if v.power_button else {}
     if v.mode == "guard-fails":
-        return dict(FAIL_CLOSED)
+        return {**FAIL_CLOSED, **power}
     return {**COMMON, **(STOP_GUARD if v.stop_guard else {}), **(CI if v.flavor == "e2b-ci" else {}),
-            **(sdk_checks.SDK if v.sdk else {})}
+            **(sdk_checks.SDK if v.sdk else {}), **power}
 
 
 def variant_of(res) -> Variant:

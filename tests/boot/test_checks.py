@@ -258,3 +258,38 @@ def test_skipped_without_work_needs_remount_fs_unstarted_and_no_dimm_properties(
     # 70-memory.rules not masked: udev imported the emulated DIMMs.
     assert not checks.skipped_without_work(rep(0, "4"))[0]
     assert not checks.skipped_without_work({"report": {}})[0]
+
+
+def test_logind_on_demand_follows_the_power_button():
+    def res(boot, ran_us, rc, ms, out=""):
+        return {"boot": boot, "report": {
+            "services": f"Id=systemd-logind.service ActiveState=inactive ActiveEnterTimestampMonotonic={ran_us}",
+            "logind_ask_rc": rc, "logind_ask_ms": ms, "logind_ask_out": out}}
+    # No power button: not at boot, started for the client.
+    assert checks.logind_on_demand(res("e2b-rt", 0, "0", "1800"))[0]
+    # Started at boot anyway (the wants link back), or a client left waiting
+    # for D-Bus's time-out (a condition that also refuses activation).
+    assert not checks.logind_on_demand(res("e2b-rt", 9120000, "0", "30"))[0]
+    assert not checks.logind_on_demand(res("e2b-rt", 0, "1", "25210", "timed out (service_start_timeout=25000ms)"))[0]
+    # With the power button: it ran at boot and answers.
+    assert checks.logind_on_demand(res("e2b-ci-guard-fails", 9120000, "0", "80"))[0]
+    assert not checks.logind_on_demand(res("e2b-ci-guard-fails", 0, "0", "1500"))[0]
+    # Never loaded: not in the unit list at all.
+    unlisted = res("e2b-rt", 0, "0", "690")
+    unlisted["report"]["services"] = "Id=dbus.service ActiveState=active ActiveEnterTimestampMonotonic=15404031"
+    assert checks.logind_on_demand(unlisted)[0]
+    # Nothing reported: not a pass.
+    assert not checks.logind_on_demand({"boot": "e2b-rt", "report": {}})[0]
+    assert not checks.logind_on_demand(res("e2b-rt", 0, "", ""))[0]
+
+
+def test_power_button_powers_off_wants_the_guests_own_shutdown():
+    ok = {"reason": "guest-shutdown", "exited": True, "seconds": 6.2}
+    assert checks.power_button_powers_off({"powerdown": ok})[0]
+    # QEMU killed, or the press ignored (no logind: QEMU never exits).
+    assert not checks.power_button_powers_off({"powerdown": {**ok, "reason": "host-signal"}})[0]
+    assert not checks.power_button_powers_off({"powerdown": {**ok, "reason": "", "exited": False}})[0]
+    assert not checks.power_button_powers_off({})[0]
+    assert "guard-fails" in [v.name for v in vm.VARIANTS if v.power_button]
+    assert checks.checks_for(vm.variant("e2b-ci", "guard-fails"))["power_button_powers_off"]
+    assert "power_button_powers_off" not in checks.checks_for(vm.variant("e2b-rt"))

@@ -23,6 +23,10 @@ class Variant:
     timeout: float = 300.0
     sdk: bool = False  # E2B's SDKs drive the guest from the host after the probe (sdk_host.py)
     template_warmup: str = ""  # a template's pool warmup, run by guest/template.sh (test_template_boot.py)
+    # The guest gets an ACPI power button (its kernel modules in the test
+    # initramfs), and the host presses it at the end (power.py): logind
+    # starts, and the press powers the guest off.
+    power_button: bool = False
 
     @property
     def id(self) -> str:
@@ -32,7 +36,8 @@ class Variant:
 VARIANTS = [
     Variant("e2b-rt", "default", 1, 512, stop_guard=True),
     Variant("e2b-ci", "default", 2, 1024, timeout=600.0, sdk=True),
-    Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails"),
+    # A sandbox whose guard failed is still one a pool must stop cleanly.
+    Variant("e2b-ci", "guard-fails", 2, 1024, mode="guard-fails", power_button=True),
 ]
 # Booted by the image workflow (`make boot-test flavor=e2b-ci variant=512m`),
 # not by make test: e2b-ci's pool size is medium (contract), small is beyond

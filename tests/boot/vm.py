@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 
+import power
 import sdk_host
 from variants import (ALL_VARIANTS, BROKEN, DROPINS, VARIANTS,  # noqa: F401 (vm.X for the tests)
                       WORKFLOW_VARIANTS, Variant, variant)
@@ -68,6 +69,9 @@ MODULES = [
     # the guest at CID 1 (the host has no host-to-guest vsock transport).
     "vsock", "vsock_loopback",
 ]
+# A power button for the variants that press it (Variant.power_button):
+# QEMU q35's ACPI button and the event device logind watches.
+POWER_BUTTON_MODULES = ["button", "evdev"]
 # Every nft expression module too: the guard's rules must load without
 # autoloading (the image ships no kernel modules).
 NFT_MODULE_GLOBS = ["kernel/net/netfilter/nft_*.ko*", "kernel/net/ipv4/netfilter/nft_*.ko*",
@@ -145,10 +149,10 @@ def kernel_inputs(cache: pathlib.Path = CACHE) -> dict:
             "busybox": bdir / "bin" / "busybox"}
 
 
-def module_load_order(kin: dict) -> list[pathlib.Path]:
+def module_load_order(kin: dict, extra: list[str] = ()) -> list[pathlib.Path]:
     """Module files with their dependencies first, each once (modprobe -D)."""
     moddir = kin["root"] / "lib" / "modules" / kin["kver"]
-    names = list(MODULES)
+    names = list(MODULES) + list(extra)
     for g in NFT_MODULE_GLOBS:
         names += sorted(p.name.split(".ko")[0] for p in moddir.glob(g))
     order: list[pathlib.Path] = []
@@ -225,7 +229,7 @@ def build_initramfs(work: pathlib.Path, v: Variant, kin: dict, ci_tries: int, pa
     shutil.copy(GUEST / "init", tree / "init")
     os.chmod(tree / "init", 0o755)
     lines = []
-    for i, mod in enumerate(module_load_order(kin)):
+    for i, mod in enumerate(module_load_order(kin, POWER_BUTTON_MODULES if v.power_button else [])):
         name = f"{i:03d}-{mod.name}"
         if mod.name.endswith(".xz"):
             name = name[:-3]
@@ -482,6 +486,9 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
                     "-serial", f"file:{console}", "-serial", f"file:{probe_log}",
                     "-netdev", f"tap,id=n0,ifname={ns.tap},script=no,downscript=no",
                     "-device", f"virtio-net-pci,netdev=n0,mac={mac}"]
+            qmp = work / "qmp.sock"
+            if v.power_button:
+                argv += ["-qmp", f"unix:{qmp},server=on,wait=off"]
             result["qemu"] = argv
             t0 = time.monotonic()
             qemu = subprocess.Popen(ns.exec_argv(argv), stdout=subprocess.PIPE,
@@ -501,6 +508,8 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
                 result["net"] = host_port_checks(ns)
                 if v.sdk:
                     result["sdk"] = sdk_host.run_probes(ns.exec_argv, GUEST_ADDR, doc, token)
+                if v.power_button:
+                    result["powerdown"] = power.press(str(qmp), qemu, min(120.0, max(30.0, deadline - time.monotonic())))
             elif qemu.poll() is not None:
                 result["error"] = f"QEMU exited with {qemu.returncode} before the probe finished"
             else:

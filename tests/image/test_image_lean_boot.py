@@ -65,6 +65,36 @@ def test_remount_fs_runs_only_with_work(tree):
     assert not (tree / "etc/fstab").exists(), "the image has an fstab: the unit now runs on every boot"
 
 
+def test_logind_starts_with_a_power_button_or_a_client(tree):
+    """systemd-logind is not in the boot's transaction: udev starts it for a
+    power button (an input device 70-power-switch.rules tags), and D-Bus
+    for a client. No PAM stack needs it at boot: the image has no
+    pam_systemd, and the one stack that names it does so as `-session`
+    (skipped when the module is absent)."""
+    for d in ("usr/lib", "etc"):
+        for wants in (tree / d / "systemd/system").glob("*.wants"):
+            assert not (wants / "systemd-logind.service").exists(), f"{wants}: logind starts on every boot"
+    assert not list((tree / "usr/lib/systemd/system").glob("systemd-logind.service.d/*e2b*")), \
+        "a condition on logind would also refuse D-Bus activation (clients wait 25 s)"
+    rule = (tree / "usr/lib/udev/rules.d/71-e2b-logind-power-switch.rules").read_text()
+    lines = [l for l in rule.splitlines() if l and not l.startswith("#")]
+    assert lines == ['ACTION!="remove", SUBSYSTEM=="input", TAG=="power-switch", TAG+="systemd", '
+                     'ENV{SYSTEMD_WANTS}+="systemd-logind.service"'], lines
+    tagger = (tree / "usr/lib/udev/rules.d/70-power-switch.rules").read_text()
+    assert 'TAG+="power-switch"' in tagger and "ID_INPUT_KEY" in tagger
+    assert "SystemdService=dbus-org.freedesktop.login1.service" in \
+        (tree / "usr/share/dbus-1/system-services/org.freedesktop.login1.service").read_text()
+    assert (tree / "usr/lib/systemd/system/dbus-org.freedesktop.login1.service").resolve().name == "systemd-logind.service"
+    modules = sorted(p.name for p in tree.glob("usr/lib/*/security/*.so"))
+    assert "pam_unix.so" in modules and "pam_systemd.so" not in modules, modules
+    naming = {}
+    for f in sorted((tree / "etc/pam.d").iterdir()):
+        found = [l.split() for l in f.read_text().splitlines() if "pam_systemd" in l and not l.lstrip().startswith("#")]
+        if found:
+            naming[f.name] = found
+    assert all(l[0].startswith("-") for found in naming.values() for l in found), naming
+
+
 def test_early_dev_tmpfiles_do_all_of_the_masked_second_run(tree):
     """systemd-tmpfiles-setup-dev is masked because -early runs the same
     command with --graceful, which only skips lines naming a user or group

@@ -19,6 +19,7 @@ PATCH_NAMES = [
     "0004-default-context-bounded-no-leaked-kernels.patch",
     "0005-jupyter-kernelspecs-without-ipython.patch",
     "0006-api-server-starts-beside-jupyter.patch",
+    "0007-timeouts-named-when-invalid.patch",
 ]
 
 
@@ -67,7 +68,12 @@ def test_patches_apply_to_upstreams_real_tree(tmp_path):
     # 0006: the server waits for Jupyter itself, first thing in its lifespan.
     assert re.search(r"    try:\n(\s+#.*\n)*\s+await e2b_startup\.wait_for_jupyter\(client\)\n"
                      r"\s+await e2b_startup\.remove_sessions\(", main)
-    assert "E2B_CI_JUPYTER_START_TIMEOUT" in (server / "e2b_startup.py").read_text()
+    startup = (server / "e2b_startup.py").read_text()
+    assert "E2B_CI_JUPYTER_START_TIMEOUT" in startup
+    # 0007: both time-outs through the one checked reader, none bare.
+    assert 'KERNEL_START_TIMEOUT = seconds_from_env("E2B_CI_KERNEL_START_TIMEOUT", 240)' in startup
+    assert 'JUPYTER_START_TIMEOUT = seconds_from_env("E2B_CI_JUPYTER_START_TIMEOUT", 180)' in startup
+    assert "float(os.environ" not in startup
     assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
 
 

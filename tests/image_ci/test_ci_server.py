@@ -92,7 +92,9 @@ def test_api_server_waits_for_jupyter_itself(upstream_tree):
     """The units start Jupyter and the API server together (PATCHES 0006):
     the server waits for Jupyter's /api/status before its default context,
     gives up after E2B_CI_JUPYTER_START_TIMEOUT with a message that names
-    Jupyter, and otherwise comes up once a late Jupyter answers."""
+    Jupyter and its last answer (none, 503, or no answer within a try's
+    5 s), refuses a time-out that is no number of seconds (PATCHES 0007),
+    and otherwise comes up once a late Jupyter answers."""
     cp = in_namespace([HERE / "jupyter_wait.sh", upstream_tree, JUPYTER_SHORT, JUPYTER_DELAY], timeout=600)
     out = cp.stdout
     print(out[-3000:])
@@ -105,6 +107,19 @@ def test_api_server_waits_for_jupyter_itself(upstream_tree):
     assert ("Jupyter did not answer GET http://localhost:8888/api/status with 200 within "
             f"{JUPYTER_SHORT} s (last try: ConnectError") in says, says
     assert "journalctl -u jupyter.service" in says, says
+    # A value that is no time-out stops the start at once, naming itself.
+    bad = kv(lines["BAD-TIMEOUT"])
+    assert bad["rc"] != "0" and int(bad["seconds"]) < 30, lines["BAD-TIMEOUT"]
+    assert ("E2B_CI_JUPYTER_START_TIMEOUT='3m' is not a time-out in seconds: set it to a positive number "
+            "(the default is 180)") in lines["BAD-TIMEOUT-SAYS"], lines["BAD-TIMEOUT-SAYS"]
+    # A Jupyter that is up but not ready, and one that never answers: the
+    # wait gives up after its time-out (plus one 5 s try), naming the answer.
+    for mode, last in (("503", "answered 503"), ("silent", "ReadTimeout")):
+        got = kv(lines[f"JUPYTER-{mode.upper()}"])
+        assert got["rc"] != "0", lines[f"JUPYTER-{mode.upper()}"]
+        assert JUPYTER_SHORT <= int(got["seconds"]) < JUPYTER_SHORT + 5 + 30, lines[f"JUPYTER-{mode.upper()}"]
+        says = lines[f"JUPYTER-{mode.upper()}-SAYS"]
+        assert f"within {JUPYTER_SHORT} s (last try: {last}" in says, says
     assert lines["BEFORE-JUPYTER"] == "BEFORE-JUPYTER waiting", out[-3000:]
     assert kv(lines["BEFORE-JUPYTER-HEALTH"]) == {"code": "000"}, "not listening before its context exists"
     assert lines["LATE-JUPYTER"] == "LATE-JUPYTER healthy kernels=1", out[-3000:]

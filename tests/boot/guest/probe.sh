@@ -206,6 +206,15 @@ section_units() {
 	for u in $failed; do
 		report_b64 "journal_${u//[^A-Za-z0-9]/_}_b64" "$(journalctl -b -u "$u" --no-pager -n 15 -o cat 2>&1)"
 	done
+	# A client of logind, after the unit list above: logind runs from the
+	# boot only with a power button; otherwise D-Bus starts it for this.
+	local t0 said rc
+	t0=$(uptime_ms)
+	said=$(timeout 60 loginctl list-sessions --no-legend 2>&1)
+	rc=$?
+	report logind_ask_ms "$(( $(uptime_ms) - t0 ))"
+	report logind_ask_rc "$rc"
+	report_b64 logind_ask_out_b64 "$said"
 }
 
 # 10. Readiness times from e2b-test-readiness.service (ms since kernel start).
