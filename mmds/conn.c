@@ -1,4 +1,4 @@
-/* Connections: one thread, non-blocking sockets, sd-event.
+/* One connection's life: one thread, non-blocking sockets, sd-event.
  *
  * Every connection is a small state machine (conn.h): ACTIVE, CLOSING,
  * LINGER. Input is read into one shared buffer and only a partial request
@@ -6,15 +6,13 @@
  * bounds keep memory flat: a client that does not read stops being read
  * once OUT_HIGH_WATER is queued for it, and all queued output together stays
  * under cfg.max_queued_output by dropping the connections holding the most.
- * One timer sweeps the connections at the earliest deadline: request
- * deadline from a request's first byte (slowloris), idle deadline between
- * requests, linger deadline after shutdown. */
+ * Each connection has one deadline (conn_deadline): the request deadline
+ * from a request's first byte (slowloris), the idle deadline between
+ * requests, the linger deadline after shutdown; server.c's sweep ends the
+ * connections past theirs. */
 #include "conn.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -22,36 +20,18 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "conn_life.h"
 #include "log.h"
-#include "token.h"
+#include "loop.h"
 
 #define OUT_HIGH_WATER (256 * 1024) /* stop reading a client that does not read */
 #define OUT_KEEP_MAX (16 * 1024)    /* free bigger output buffers once drained */
-#define MAX_CONTROL_CONNS 16
 #define MAX_GUEST_BODY 4096
 #define LINGER_USEC (1000 * 1000ULL)
-#define ACCEPT_PAUSE_USEC (100 * 1000ULL)
-#define TIMER_ACCURACY_USEC (5 * 1000ULL)
 
-static uint64_t now_usec(struct mmds_server *s)
-{
-	uint64_t t = 0;
-	sd_event_now(s->event, CLOCK_MONOTONIC, &t);
-	return t;
-}
+/* ---- deadlines ---------------------------------------------------------- */
 
-/* ---- timers and the accept pause --------------------------------------- */
-
-static void schedule_sweep(struct mmds_server *s, uint64_t when)
-{
-	if (s->sweep_at && s->sweep_at <= when)
-		return;
-	s->sweep_at = when;
-	sd_event_source_set_time(s->sweep, when);
-	sd_event_source_set_enabled(s->sweep, SD_EVENT_ONESHOT);
-}
-
-static uint64_t conn_deadline(const struct mmds_conn *c)
+uint64_t conn_deadline(const struct mmds_conn *c)
 {
 	const struct mmds_config *cfg = &c->s->cfg;
 
@@ -60,13 +40,6 @@ static uint64_t conn_deadline(const struct mmds_conn *c)
 	if (conn_out_pending(c) == 0 && c->request_start)
 		return c->request_start + cfg->request_timeout_usec;
 	return c->last_activity + cfg->idle_timeout_usec;
-}
-
-static void set_accepting(struct mmds_server *s, bool on)
-{
-	s->accept_paused = !on;
-	for (int i = 0; i < s->n_listeners; i++)
-		sd_event_source_set_enabled(s->listeners[i].source, on ? SD_EVENT_ON : SD_EVENT_OFF);
 }
 
 /* ---- connection lifetime ----------------------------------------------- */
@@ -95,7 +68,7 @@ static void lru_append(struct mmds_server *s, struct mmds_conn *c)
 	s->lru_tail = c;
 }
 
-static void conn_free(struct mmds_conn *c)
+void conn_free(struct mmds_conn *c)
 {
 	struct mmds_server *s = c->s;
 
@@ -110,7 +83,7 @@ static void conn_free(struct mmds_conn *c)
 	conn_out_release(c);
 	free(c);
 	if (s->accept_paused)
-		set_accepting(s, true);
+		loop_set_accepting(s, true);
 }
 
 static void conn_touch(struct mmds_conn *c, uint64_t now)
@@ -122,28 +95,9 @@ static void conn_touch(struct mmds_conn *c, uint64_t now)
 	}
 }
 
-static bool conn_idle(const struct mmds_conn *c)
+bool conn_idle(const struct mmds_conn *c)
 {
 	return c->state == MMDS_CONN_ACTIVE && c->in_len == 0 && conn_out_pending(c) == 0 && !c->request_start;
-}
-
-/* Frees the guest connection idle the longest; failing that, the one
- * silent the longest (its request deadline would end it anyway). */
-static bool evict_one(struct mmds_server *s)
-{
-	struct mmds_conn *victim = NULL;
-
-	for (struct mmds_conn *c = s->lru_head; c && !victim; c = c->next)
-		if (!conn_is_control(c) && conn_idle(c))
-			victim = c;
-	for (struct mmds_conn *c = s->lru_head; c && !victim; c = c->next)
-		if (!conn_is_control(c))
-			victim = c;
-	if (!victim)
-		return false;
-	log_debug("connection limit %u reached: dropping the oldest idle connection", s->cfg.max_connections);
-	conn_free(victim);
-	return true;
 }
 
 /* Over the budget for all queued output: drops the connections holding the
@@ -197,7 +151,7 @@ static int conn_flush(struct mmds_conn *c)
 			return -errno;
 		}
 		c->out_off += (size_t)n;
-		c->last_activity = now_usec(c->s);
+		c->last_activity = loop_now_usec(c->s);
 	}
 	c->out_off = c->out_len = 0;
 	if (c->out_cap > OUT_KEEP_MAX)
@@ -297,7 +251,7 @@ static int conn_keep_input(struct mmds_conn *c, const char *data, size_t len, si
 	c->in_len = left;
 	if (consumed || !c->request_start) {
 		c->request_start = now;
-		schedule_sweep(c->s, now + c->s->cfg.request_timeout_usec);
+		loop_schedule_sweep(c->s, now + c->s->cfg.request_timeout_usec);
 	}
 	return 0;
 }
@@ -316,7 +270,7 @@ static void conn_read(struct mmds_conn *c)
 {
 	struct mmds_server *s = c->s;
 	size_t cap = conn_input_cap(c);
-	uint64_t now = now_usec(s);
+	uint64_t now = loop_now_usec(s);
 	char *into = c->in_len ? c->in + c->in_len : s->scratch;
 	ssize_t n;
 
@@ -341,7 +295,7 @@ static void conn_read(struct mmds_conn *c)
 	conn_touch(c, now);
 	if (!c->request_start) {
 		c->request_start = now;
-		schedule_sweep(s, now + s->cfg.request_timeout_usec);
+		loop_schedule_sweep(s, now + s->cfg.request_timeout_usec);
 	}
 	(void)conn_consume(c, c->in_len ? c->in : s->scratch, c->in_len + (size_t)n, now);
 }
@@ -358,14 +312,14 @@ static void conn_after_io(struct mmds_conn *c)
 	for (;;) {
 		int r = conn_flush(c);
 		if (r == -EAGAIN) {
-			schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
+			loop_schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
 			break;
 		}
 		if (r < 0) {
 			conn_free(c);
 			return;
 		}
-		if (c->state != MMDS_CONN_ACTIVE || !c->in_len || !conn_consume(c, c->in, c->in_len, now_usec(s)))
+		if (c->state != MMDS_CONN_ACTIVE || !c->in_len || !conn_consume(c, c->in, c->in_len, loop_now_usec(s)))
 			break;
 		if (shed_greediest(s, c))
 			return;
@@ -380,8 +334,8 @@ static void conn_after_io(struct mmds_conn *c)
 		 * unread request bytes do not turn the answer into a reset. */
 		shutdown(c->fd, SHUT_WR);
 		c->state = MMDS_CONN_LINGER;
-		c->linger_start = now_usec(s);
-		schedule_sweep(s, c->linger_start + LINGER_USEC);
+		c->linger_start = loop_now_usec(s);
+		loop_schedule_sweep(s, c->linger_start + LINGER_USEC);
 	}
 	conn_update_events(c);
 }
@@ -407,7 +361,7 @@ static int on_conn_io(sd_event_source *es, int fd, uint32_t revents, void *userd
 	return 0;
 }
 
-static int conn_new(struct mmds_server *s, int fd, const struct mmds_listener *l)
+int conn_new(struct mmds_server *s, int fd, const struct mmds_listener *l)
 {
 	struct mmds_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -430,156 +384,20 @@ static int conn_new(struct mmds_server *s, int fd, const struct mmds_listener *l
 	else
 		s->n_guest++;
 	lru_append(s, c);
-	c->last_activity = now_usec(s);
-	schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
+	c->last_activity = loop_now_usec(s);
+	loop_schedule_sweep(s, c->last_activity + s->cfg.idle_timeout_usec);
 	return 0;
 }
 
-/* Is there room for one more connection of this kind? A guest connection
- * at the bound makes room by evicting the oldest idle one. */
-static bool make_room(struct mmds_server *s, enum mmds_listener_kind kind)
-{
-	if (kind != MMDS_LISTEN_GUEST)
-		return s->n_control < MAX_CONTROL_CONNS;
-	return s->n_guest < s->cfg.max_connections || evict_one(s);
-}
-
-/* The vsock control admits the peers its policy names; any other is closed
- * at once, with a line naming its CID. */
-static bool vsock_peer_admitted(struct mmds_server *s, int fd)
-{
-	uint32_t cid = 0;
-	char allowed[128];
-	int r = vsock_peer_cid(fd, &cid);
-
-	if (r == 0 && vsock_peer_allowed(&s->cfg.vsock_policy, cid))
-		return true;
-	vsock_policy_format(&s->cfg.vsock_policy, allowed, sizeof(allowed));
-	if (r < 0)
-		log_warning("control over vsock: peer unknown (%s); closed", strerror(-r));
-	else
-		log_warning("control over vsock: peer CID %" PRIu32 " refused (allowed: CID %s); closed", cid,
-			    allowed);
-	return false;
-}
-
-static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
-{
-	struct mmds_listener *l = userdata;
-	struct mmds_server *s = l->s;
-
-	for (int i = 0; i < 64; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (cfd < 0) {
-			if (errno == EAGAIN)
-				break;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-				if (evict_one(s))
-					continue;
-				log_warning("accept: %s: pausing for %llu ms", strerror(errno),
-					    ACCEPT_PAUSE_USEC / 1000);
-				set_accepting(s, false);
-				schedule_sweep(s, now_usec(s) + ACCEPT_PAUSE_USEC);
-				break;
-			}
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == EPERM)
-				continue;
-			log_error("accept: %s", strerror(errno));
-			break;
-		}
-		if ((l->kind == MMDS_LISTEN_CONTROL_VSOCK && !vsock_peer_admitted(s, cfd)) || !make_room(s, l->kind)) {
-			close(cfd);
-			continue;
-		}
-		int r = conn_new(s, cfd, l);
-		if (r < 0)
-			log_error("connection: %s", strerror(-r));
-	}
-	return 0;
-}
-
-static void conn_timeout(struct mmds_conn *c)
+void conn_timeout(struct mmds_conn *c)
 {
 	conn_answer_incomplete(c, true);
 	(void)conn_flush(c);
 	conn_free(c);
 }
 
-static int on_sweep(sd_event_source *es, uint64_t usec, void *userdata)
+size_t conn_max_input(const struct mmds_config *cfg)
 {
-	struct mmds_server *s = userdata;
-	uint64_t now = now_usec(s), next = UINT64_MAX;
-
-	s->sweep_at = 0;
-	for (struct mmds_conn *c = s->lru_head, *n; c; c = n) {
-		n = c->next;
-		uint64_t d = conn_deadline(c);
-		if (d <= now)
-			conn_timeout(c);
-		else if (d < next)
-			next = d;
-	}
-	if (s->accept_paused)
-		set_accepting(s, true);
-	if (next != UINT64_MAX)
-		schedule_sweep(s, next);
-	return 0;
-}
-
-/* ---- setup ------------------------------------------------------------- */
-
-int mmds_server_add_listener(struct mmds_server *s, int fd, enum mmds_listener_kind kind,
-			     const struct mmds_api *api)
-{
-	if (s->n_listeners >= MMDS_MAX_LISTENERS) {
-		close(fd);
-		return -E2BIG;
-	}
-	int flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	struct mmds_listener *l = &s->listeners[s->n_listeners];
-	*l = (struct mmds_listener){ .s = s, .kind = kind, .api = api };
-	int r = sd_event_add_io(s->event, &l->source, fd, EPOLLIN, on_accept, l);
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
-	(void)sd_event_source_set_io_fd_own(l->source, true);
-	s->n_listeners++;
-	return 0;
-}
-
-int mmds_server_init(struct mmds_server *s, const struct mmds_config *cfg, sd_event *event)
-{
-	memset(s, 0, sizeof(*s));
-	s->cfg = *cfg;
-	s->event = sd_event_ref(event);
-	int r = token_authority_new(NULL, 0, &s->tokens);
-	if (r < 0)
-		return r;
 	size_t guest = cfg->max_head + MAX_GUEST_BODY, control = cfg->max_head + 4 * cfg->max_size;
-	s->scratch_len = guest > control ? guest : control;
-	s->scratch = malloc(s->scratch_len);
-	if (!s->scratch)
-		return -ENOMEM;
-	return sd_event_add_time(event, &s->sweep, CLOCK_MONOTONIC, UINT64_MAX, TIMER_ACCURACY_USEC, on_sweep, s);
-}
-
-void mmds_server_done(struct mmds_server *s)
-{
-	while (s->lru_head)
-		conn_free(s->lru_head);
-	for (int i = 0; i < s->n_listeners; i++)
-		sd_event_source_disable_unref(s->listeners[i].source);
-	sd_event_source_disable_unref(s->sweep);
-	token_authority_free(s->tokens);
-	json_decref(s->doc);
-	free(s->doc_json);
-	free(s->scratch);
-	sd_event_unref(s->event);
-	memset(s, 0, sizeof(*s));
+	return guest > control ? guest : control;
 }

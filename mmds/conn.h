@@ -2,7 +2,7 @@
  * answer (respond.c). conn.c owns the state machine and dispatches each
  * request through the connection's struct mmds_api (api.h) without knowing
  * which API it is; guest_api.c and control_api.c only answer requests.
- * Calls go one way: main.c -> conn.c -> respond.c <- the APIs. */
+ * Calls go one way: main.c -> server.c -> conn.c -> respond.c <- the APIs. */
 #ifndef MMDS_CONN_H
 #define MMDS_CONN_H
 

@@ -5,7 +5,7 @@ FUZZERS += fuzz-mmds-http fuzz-mmds-document
 
 mmds_CORE := mmds/http.c mmds/document.c mmds/token.c
 
-mmds-serve_SRCS := mmds/main.c mmds/listen.c mmds/conn.c mmds/respond.c mmds/guest_api.c mmds/control_api.c \
+mmds-serve_SRCS := mmds/main.c mmds/listen.c mmds/server.c mmds/conn.c mmds/loop.c mmds/respond.c mmds/guest_api.c mmds/control_api.c \
 	mmds/store.c mmds/fdstore.c mmds/import.c common/vsock_policy.c $(mmds_CORE) common/fileio.c common/decimal.c common/log.c
 # libcrypto linked statically, SHA-256 only: the shared library's load
 # alone costs ~3 MiB of RSS against a 4 MiB budget (mmds/README.md).

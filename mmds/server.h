@@ -1,6 +1,8 @@
 /* mmds-serve's server: its configuration, its state, and what main() calls.
  * The work is split by responsibility:
- *   conn.c         connections: accept, read, answer in order, time out, shed
+ *   server.c       listeners, admission (bounds, eviction, vsock peers), the sweep
+ *   conn.c         one connection: read, answer in order, deadline, shed output
+ *   loop.c         the clock, the sweep timer and the accept pause
  *   guest_api.c    the guest MMDS protocol (token PUT, GET)
  *   control_api.c  the host API (PUT/PATCH/GET /mmds)
  *   store.c        the document: swap, file, recovery from the fd store
