@@ -161,12 +161,20 @@ static int conn_flush(struct mmds_conn *c)
 
 /* ---- input ------------------------------------------------------------- */
 
+/* The largest request body a connection may send: to the host API a
+ * document pretty-printed up to 4x --max-size (control_api.c), to MMDS
+ * MAX_GUEST_BODY. */
+static size_t max_body(const struct mmds_config *cfg, bool control)
+{
+	return control ? 4 * cfg->max_size : MAX_GUEST_BODY;
+}
+
 static struct http_limits conn_limits(const struct mmds_conn *c)
 {
 	struct http_limits l = {
 		.max_head = c->s->cfg.max_head,
 		.max_headers = c->s->cfg.max_headers,
-		.max_body = conn_is_control(c) ? 4 * c->s->cfg.max_size : MAX_GUEST_BODY,
+		.max_body = max_body(&c->s->cfg, conn_is_control(c)),
 	};
 	return l;
 }
@@ -398,6 +406,6 @@ void conn_timeout(struct mmds_conn *c)
 
 size_t conn_max_input(const struct mmds_config *cfg)
 {
-	size_t guest = cfg->max_head + MAX_GUEST_BODY, control = cfg->max_head + 4 * cfg->max_size;
-	return guest > control ? guest : control;
+	size_t guest = max_body(cfg, false), control = max_body(cfg, true);
+	return cfg->max_head + (guest > control ? guest : control);
 }
