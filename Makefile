@@ -73,8 +73,9 @@ clone-test: deps
 fuzz: fuzzers
 	@set -e; for f in $(FUZZERS); do \
 	  mkdir -p $(build)/fuzz/corpus/$$f; \
+	  seeds=tests/fuzz/corpus/$$f; [ -d $$seeds ] || seeds=; \
 	  echo "fuzz: $$f for $(fuzz_seconds)s"; \
-	  $(build)/fuzz/$$f -max_total_time=$(fuzz_seconds) $(build)/fuzz/corpus/$$f tests/fuzz/corpus/$$f; \
+	  $(build)/fuzz/$$f -max_total_time=$(fuzz_seconds) $(build)/fuzz/corpus/$$f $$seeds; \
 	done
 
 bench: tools

@@ -23,9 +23,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	for (size_t i = 0; i < lock.n; i++) {
 		const struct lock_entry *e = &lock.entries[i];
-		if (!lock_valid_name(e->name, strlen(e->name)) || !lock_valid_sha256(e->sha256, strlen(e->sha256)) ||
-		    !e->version || !*e->version || !e->url || strchr(e->url, ' ') || lock_find(&lock, e->name) != e ||
-		    (e->has_size && e->size == 0))
+		/* A stanza pins its bytes (sha256), its unpacked tree, or both. */
+		if (!e->has_sha256 && !e->has_tree)
+			abort();
+		if (e->has_sha256 && !lock_valid_sha256(e->sha256, strlen(e->sha256)))
+			abort();
+		if (e->has_commit && !lock_valid_commit(e->commit, strlen(e->commit)))
+			abort();
+		if (!lock_valid_name(e->name, strlen(e->name)) || !e->version ||
+		    !lock_valid_version(e->version, strlen(e->version)) || !e->url || !*e->url ||
+		    strchr(e->url, ' ') || lock_find(&lock, e->name) != e || (e->has_size && e->size == 0))
 			abort();
 	}
 	lock_free(&lock);
