@@ -24,8 +24,8 @@ enum mmds_conn_state {
 struct mmds_conn {
 	struct mmds_server *s;
 	int fd;
-	sd_event_source *io;
-	uint32_t events;
+	uint32_t events; /* what it waits for in the server's conn_epoll */
+	bool dead;       /* freed while a batch of events is being answered */
 	enum mmds_listener_kind kind;
 	bool peer_eof;
 	bool head_method;   /* answering a HEAD: headers only */
@@ -60,6 +60,11 @@ void conn_out_release(struct mmds_conn *c);
 void conn_respond(struct mmds_conn *c, int status, const char *content_type, const char *extra_headers,
 		  const char *body, size_t body_len, bool close);
 void conn_respond_text(struct mmds_conn *c, int status, const char *msg, bool close);
+/* A 200 answer for a keep-alive connection, whole, into *out (malloc'd):
+ * what conn_respond would queue, to be cached (answer_cache.h). */
+int respond_render_ok(const char *content_type, const char *body, size_t body_len, char **out, size_t *out_len);
+/* Queues an answer rendered whole (a keep-alive 200 from respond_render_ok). */
+void conn_respond_bytes(struct mmds_conn *c, const char *answer, size_t len);
 /* An interim answer (100 Continue): a status line and nothing else. */
 void conn_respond_interim(struct mmds_conn *c, int status);
 /* The answer to a request that cannot be parsed (err from

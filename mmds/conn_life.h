@@ -11,6 +11,9 @@
 #include "conn.h"
 #include "server.h"
 
+/* The epoll set every connection waits in, and its one sd-event source. */
+int conn_poll_open(struct mmds_server *s);
+void conn_poll_close(struct mmds_server *s);
 /* A connection for an accepted socket (fd is closed on failure). */
 int conn_new(struct mmds_server *s, int fd, const struct mmds_listener *l);
 void conn_free(struct mmds_conn *c);

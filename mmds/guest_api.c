@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "answer_cache.h"
 #include "api.h"
 #include "cleanup.h"
 #include "document.h"
@@ -141,8 +142,28 @@ static bool token_accepted(struct mmds_conn *c, const struct http_request *req)
 	return true;
 }
 
+/* A 200. One for a keep-alive connection is rendered whole and kept for
+ * the next GET of the same path and form from this document version. */
+static void respond_ok(struct mmds_conn *c, const struct http_request *req, bool json, const char *body,
+		       size_t len)
+{
+	struct mmds_server *s = c->s;
+	const char *type = json ? "application/json" : "text/plain";
+	_cleanup_free_ char *answer = NULL;
+	size_t answer_len = 0;
+
+	if (req->keep_alive && s->doc && respond_render_ok(type, body, len, &answer, &answer_len) == 0) {
+		/* One the cache cannot hold (too big, no memory) is rendered again next time. */
+		(void)answer_cache_put(&s->answers, s->doc_generation, req->path, req->path_len, json, answer,
+				       answer_len);
+		conn_respond_bytes(c, answer, answer_len);
+	} else {
+		conn_respond(c, 200, type, NULL, body, len, !req->keep_alive);
+	}
+}
+
 /* Answers one value of the document, as JSON or IMDS text. */
-static void respond_value(struct mmds_conn *c, const struct http_request *req, json_t *v)
+static void respond_value(struct mmds_conn *c, const struct http_request *req, json_t *v, bool json)
 {
 	struct mmds_server *s = c->s;
 	bool close = !req->keep_alive;
@@ -150,15 +171,15 @@ static void respond_value(struct mmds_conn *c, const struct http_request *req, j
 	size_t len = 0;
 	int r;
 
-	if (wants_json(req)) {
+	if (json) {
 		if (v == s->doc)
-			conn_respond(c, 200, "application/json", NULL, s->doc_json, s->doc_json_len, close);
+			respond_ok(c, req, json, s->doc_json, s->doc_json_len);
 		else if (doc_dump(v, &body, &len) == 0)
-			conn_respond(c, 200, "application/json", NULL, body, len, close);
+			respond_ok(c, req, json, body, len);
 		else
 			conn_respond_text(c, 500, "Failed to serialize the document.", close);
 	} else if ((r = doc_render_imds(v, &body, &len)) == 0) {
-		conn_respond(c, 200, "text/plain", NULL, body, len, close);
+		respond_ok(c, req, json, body, len);
 	} else if (r == -EOPNOTSUPP) {
 		conn_respond_text(c, 501, MSG_UNSUPPORTED_TYPE, close);
 	} else {
@@ -169,9 +190,18 @@ static void respond_value(struct mmds_conn *c, const struct http_request *req, j
 static void handle_metadata_get(struct mmds_conn *c, const struct http_request *req)
 {
 	struct mmds_server *s = c->s;
+	bool json = wants_json(req);
 
 	if (!token_accepted(c, req))
 		return;
+	if (s->doc && req->keep_alive) {
+		const struct cached_answer *a =
+			answer_cache_find(&s->answers, s->doc_generation, req->path, req->path_len, json);
+		if (a) {
+			conn_respond_bytes(c, a->bytes, a->len);
+			return;
+		}
+	}
 	json_t *root = json_incref(s->doc);
 	if (!root) {
 		switch (s->cfg.empty) {
@@ -189,7 +219,7 @@ static void handle_metadata_get(struct mmds_conn *c, const struct http_request *
 	}
 	json_t *v = doc_lookup(root, req->path, req->path_len);
 	if (v)
-		respond_value(c, req, v);
+		respond_value(c, req, v, json);
 	else
 		respond_not_found(c, req);
 	json_decref(root);

@@ -390,7 +390,8 @@ static int run(const struct mmds_config *cfg)
 	struct mmds_server s;
 
 	raise_fd_limit(cfg->max_connections + 64);
-	int r = sd_event_default(&event);
+	/* Not sd_event_default(): its thread check costs a gettid() per iteration. */
+	int r = sd_event_new(&event);
 	if (r < 0) {
 		log_error("sd-event: %s", strerror(-r));
 		return r;

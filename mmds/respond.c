@@ -42,6 +42,18 @@ static void out_append(struct mmds_conn *c, const void *data, size_t len)
 	c->out_len += len;
 }
 
+/* The status line and headers up to, not including, the blank line. */
+static int format_head(char *head, size_t cap, int status, const char *content_type, size_t body_len, bool closing)
+{
+	char length[40] = "";
+	if (status != 204) /* RFC 9110 8.6: never on 204 */
+		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", body_len);
+	int n = snprintf(head, cap, "HTTP/1.1 %d %s\r\nServer: mmds-serve\r\n%s%s%s%s%s", status,
+			 http_reason(status), content_type ? "Content-Type: " : "", content_type ? content_type : "",
+			 content_type ? "\r\n" : "", length, closing ? "Connection: close\r\n" : "");
+	return n < 0 || (size_t)n >= cap ? -ENOBUFS : n;
+}
+
 void conn_respond(struct mmds_conn *c, int status, const char *content_type, const char *extra_headers,
 		  const char *body, size_t body_len, bool close)
 {
@@ -49,14 +61,8 @@ void conn_respond(struct mmds_conn *c, int status, const char *content_type, con
 
 	if (close && c->state == MMDS_CONN_ACTIVE)
 		c->state = MMDS_CONN_CLOSING;
-	char length[40] = "";
-	if (status != 204) /* RFC 9110 8.6: never on 204 */
-		snprintf(length, sizeof(length), "Content-Length: %zu\r\n", body_len);
-	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nServer: mmds-serve\r\n%s%s%s%s%s",
-			 status, http_reason(status), content_type ? "Content-Type: " : "",
-			 content_type ? content_type : "", content_type ? "\r\n" : "", length,
-			 c->state != MMDS_CONN_ACTIVE ? "Connection: close\r\n" : "");
-	if (n < 0 || (size_t)n >= sizeof(head))
+	int n = format_head(head, sizeof(head), status, content_type, body_len, c->state != MMDS_CONN_ACTIVE);
+	if (n < 0)
 		return;
 	size_t extra_len = extra_headers ? strlen(extra_headers) : 0;
 	if (c->head_method)
@@ -71,6 +77,32 @@ void conn_respond(struct mmds_conn *c, int status, const char *content_type, con
 	out_append(c, "\r\n", 2);
 	if (body_len)
 		out_append(c, body, body_len);
+}
+
+int respond_render_ok(const char *content_type, const char *body, size_t body_len, char **out, size_t *out_len)
+{
+	char head[256];
+	int n = format_head(head, sizeof(head), 200, content_type, body_len, false);
+	if (n < 0)
+		return n;
+	char *buf = malloc((size_t)n + 2 + body_len);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, head, (size_t)n);
+	memcpy(buf + n, "\r\n", 2);
+	memcpy(buf + n + 2, body, body_len);
+	*out = buf;
+	*out_len = (size_t)n + 2 + body_len;
+	return 0;
+}
+
+void conn_respond_bytes(struct mmds_conn *c, const char *answer, size_t len)
+{
+	if (out_reserve(c, len) < 0) {
+		c->state = MMDS_CONN_CLOSING;
+		return;
+	}
+	out_append(c, answer, len);
 }
 
 void conn_respond_text(struct mmds_conn *c, int status, const char *msg, bool close)

@@ -159,7 +159,11 @@ int mmds_server_init(struct mmds_server *s, const struct mmds_config *cfg, sd_ev
 	memset(s, 0, sizeof(*s));
 	s->cfg = *cfg;
 	s->event = sd_event_ref(event);
+	s->conn_epoll = -1;
 	int r = token_authority_new(NULL, 0, &s->tokens);
+	if (r < 0)
+		return r;
+	r = conn_poll_open(s);
 	if (r < 0)
 		return r;
 	s->scratch_len = conn_max_input(cfg);
@@ -173,10 +177,12 @@ void mmds_server_done(struct mmds_server *s)
 {
 	while (s->lru_head)
 		conn_free(s->lru_head);
+	conn_poll_close(s);
 	for (int i = 0; i < s->n_listeners; i++)
 		sd_event_source_disable_unref(s->listeners[i].source);
 	sd_event_source_disable_unref(s->sweep);
 	token_authority_free(s->tokens);
+	answer_cache_clear(&s->answers);
 	json_decref(s->doc);
 	free(s->doc_json);
 	free(s->scratch);

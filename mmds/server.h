@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <systemd/sd-event.h>
 
+#include "answer_cache.h"
 #include "vsock_policy.h"
 
 enum mmds_empty_mode {
@@ -82,6 +83,7 @@ struct mmds_server {
 	char *doc_json;     /* compact serialization of doc, served for GET / */
 	size_t doc_json_len;
 	uint64_t doc_generation;
+	struct answer_cache answers; /* guest answers rendered from doc (generation doc_generation) */
 	struct mmds_file_stamp file_stamp;
 	uint64_t fdstore_generation; /* of the copy in systemd's fd store, 0: none */
 
@@ -89,6 +91,10 @@ struct mmds_server {
 	struct mmds_conn *lru_head, *lru_tail;
 	unsigned n_guest, n_control;
 	size_t queued_output; /* bytes held in every connection's output buffer */
+	int conn_epoll;                 /* every connection's fd (conn.c) */
+	sd_event_source *conn_ready;    /* conn_epoll in the loop */
+	bool dispatching;               /* answering a batch of conn_epoll's events */
+	struct mmds_conn *dead;         /* freed during the batch, released after it */
 	sd_event_source *sweep;
 	uint64_t sweep_at;
 	struct mmds_listener listeners[MMDS_MAX_LISTENERS];

@@ -29,6 +29,7 @@ static void swap_in(struct mmds_server *s, json_t *doc, char *text, size_t len, 
 	s->doc_json = text;
 	s->doc_json_len = len;
 	s->doc_generation++;
+	answer_cache_clear(&s->answers); /* rendered from the old one */
 	log_info("document %" PRIu64 " from %s: %zu bytes", s->doc_generation, origin, len);
 	sd_notifyf(0, "STATUS=Serving document %" PRIu64 " (%zu bytes, from %s)", s->doc_generation, len,
 		   origin);

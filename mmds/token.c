@@ -19,11 +19,21 @@
 #define NONCE_LEN 16
 #define MAC_LEN 32
 #define RAW_LEN (EXPIRY_LEN + NONCE_LEN + MAC_LEN)
+#define VERIFIED_SLOTS 16
 
 struct token_authority {
 	/* HMAC (RFC 2104) with the key's inner and outer pads absorbed once. */
 	SHA256_CTX inner, outer;
 	uint8_t key[KEY_LEN];
+	int8_t b64url_values[256];
+	/* Tokens whose MAC was checked with this key, by the first byte of
+	 * their nonce (random, and no secret: the MAC is). A client polls with
+	 * the same token, so most checks compare 56 bytes in constant time
+	 * instead of hashing two SHA-256 blocks. Dies with the key. */
+	struct verified_token {
+		bool used;
+		uint8_t raw[RAW_LEN];
+	} verified[VERIFIED_SLOTS];
 };
 
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -51,38 +61,39 @@ static void b64url_encode(const uint8_t *in, size_t len, char *out)
 	out[o] = '\0';
 }
 
-static int b64url_value(char c)
+/* Each character's 6-bit value, -1 where it is not in the alphabet: one
+ * load a character, where comparing ranges cost a tenth of a request. */
+static void b64url_fill_table(int8_t table[256])
 {
-	if (c >= 'A' && c <= 'Z') return c - 'A';
-	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if (c >= '0' && c <= '9') return c - '0' + 52;
-	if (c == '-') return 62;
-	if (c == '_') return 63;
-	return -1;
+	memset(table, -1, 256);
+	for (int i = 0; i < 64; i++)
+		table[(unsigned char)b64url[i]] = (int8_t)i;
 }
 
-/* Decodes exactly TOKEN_LEN characters into RAW_LEN bytes. */
-static int b64url_decode_token(const char *in, uint8_t *out)
+/* Decodes exactly TOKEN_LEN characters (18 groups of 4, then 3) into
+ * RAW_LEN bytes (18 groups of 3, then 2). */
+static int b64url_decode_token(const int8_t table[256], const char *in, uint8_t *out)
 {
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < TOKEN_LEN; i++) {
-		int v = b64url_value(in[i]);
-		if (v < 0)
+	const unsigned char *p = (const unsigned char *)in;
+	size_t o = 0, i = 0;
+
+	_Static_assert(TOKEN_LEN == 18 * 4 + 3 && RAW_LEN == 18 * 3 + 2, "token layout");
+	for (; i + 4 <= TOKEN_LEN; i += 4) {
+		int a = table[p[i]], b = table[p[i + 1]], c = table[p[i + 2]], d = table[p[i + 3]];
+		if ((a | b | c | d) < 0)
 			return -EINVAL;
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (o >= RAW_LEN)
-				return -EINVAL;
-			out[o++] = (uint8_t)(acc >> bits);
-		}
+		uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+		out[o++] = (uint8_t)(v >> 16);
+		out[o++] = (uint8_t)(v >> 8);
+		out[o++] = (uint8_t)v;
 	}
+	int a = table[p[i]], b = table[p[i + 1]], c = table[p[i + 2]];
 	/* Unused trailing bits must be zero: one token, one spelling. */
-	if (o != RAW_LEN || (acc & ((1u << bits) - 1)))
+	if ((a | b | c) < 0 || (c & 3))
 		return -EINVAL;
+	uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6;
+	out[o++] = (uint8_t)(v >> 16);
+	out[o] = (uint8_t)(v >> 8);
 	return 0;
 }
 
@@ -103,6 +114,7 @@ int token_authority_new(const uint8_t *key, size_t key_len, struct token_authori
 		return r;
 	}
 
+	b64url_fill_table(ta->b64url_values);
 	uint8_t pad[SHA256_CBLOCK];
 	memset(pad, 0x36, sizeof(pad));
 	for (size_t i = 0; i < KEY_LEN; i++)
@@ -181,12 +193,17 @@ bool token_valid(struct token_authority *ta, const char *token, size_t len, uint
 {
 	uint8_t raw[RAW_LEN], mac[MAC_LEN];
 
-	if (len != TOKEN_LEN || b64url_decode_token(token, raw) < 0)
+	if (len != TOKEN_LEN || b64url_decode_token(ta->b64url_values, token, raw) < 0)
 		return false;
-	if (compute_mac(ta, raw, EXPIRY_LEN + NONCE_LEN, mac) < 0)
-		return false;
-	if (CRYPTO_memcmp(mac, raw + EXPIRY_LEN + NONCE_LEN, MAC_LEN) != 0)
-		return false;
+	struct verified_token *seen = &ta->verified[raw[EXPIRY_LEN] % VERIFIED_SLOTS];
+	if (!seen->used || CRYPTO_memcmp(seen->raw, raw, RAW_LEN) != 0) {
+		if (compute_mac(ta, raw, EXPIRY_LEN + NONCE_LEN, mac) < 0)
+			return false;
+		if (CRYPTO_memcmp(mac, raw + EXPIRY_LEN + NONCE_LEN, MAC_LEN) != 0)
+			return false;
+		seen->used = true;
+		memcpy(seen->raw, raw, RAW_LEN);
+	}
 	uint64_t expiry = 0;
 	for (int i = 0; i < EXPIRY_LEN; i++)
 		expiry = expiry << 8 | raw[i];

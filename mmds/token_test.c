@@ -31,6 +31,17 @@ static void test_tokens(void)
 	ok(all_refused, "every one-character change refused");
 	char tok2[TOKEN_LEN + 1];
 	ok(token_issue(ta, 60, 1000, tok2) == 0 && strcmp(tok, tok2) != 0, "nonces differ");
+	/* More tokens than the verified-token slots, each checked twice (the
+	 * second time from its slot, unless another took it), in two orders. */
+	static char many[40][TOKEN_LEN + 1];
+	int all_valid = 1;
+	for (int i = 0; i < 40; i++)
+		all_valid &= token_issue(ta, 60, 1000, many[i]) == 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < 40; i++)
+			all_valid &= token_valid(ta, many[pass ? 39 - i : i], TOKEN_LEN, 2000) &&
+				     !token_valid(ta, many[i], TOKEN_LEN, 61000) && !token_valid(other, many[i], TOKEN_LEN, 2000);
+	ok(all_valid, "40 tokens, each valid until its expiry and only under its key, checked again and again");
 	token_authority_free(ta);
 	token_authority_free(other);
 	/* RFC 4231 test cases 1 and 2 (keys within 32 bytes). */
