@@ -7,8 +7,9 @@
 
 #include <stddef.h>
 
-/* A connected stream to the unix socket at path; -errno. */
-int mmds_control_open(const char *path);
+/* A connected stream to the unix socket at path; its connect and every
+ * send on it give up after timeout_ms (-EAGAIN). -errno. */
+int mmds_control_open(const char *path, int timeout_ms);
 
 /* One request on the kept-alive connection fd; *status is the answer's HTTP
  * status, `why` the reason of a failure (-ETIMEDOUT, -ECONNRESET, -EPROTO). */

@@ -1,14 +1,17 @@
 """The clone step's host side (e2b-hostlink clone / wait --generation /
 prepare-snapshot) against the hybrid-vsock stand-in, with the real guest tool
-behind it: e2b-clone started per connection with the connection on fd 0, as
-systemd's Accept=yes socket does (the spawner below is that part of systemd,
-stood in), talking to a real mmds-serve's control socket.
+behind it: one resident e2b-clone on a listening socket passed to it by
+systemd's own systemd-socket-activate, as units/e2b-clone.socket (Accept=no)
+passes it in the guest, talking to a real mmds-serve's control socket.
 
 What runs here are the refusals (nothing may change), the status and
-warmup calls, prepare-snapshot, and every error e2b-hostlink names. A
-clone step that succeeds steps CLOCK_REALTIME, which this machine's own
-clock must not suffer: that path runs in the QEMU snapshot test
-(tests/boot), in a guest."""
+warmup calls, prepare-snapshot, every error e2b-hostlink names, and the
+resident service itself: one process for every connection, no descriptor
+left behind by bad, silent, slow or vanished peers, and a good request
+served after all of them. A clone step that succeeds steps CLOCK_REALTIME,
+which this machine's own clock must not suffer, so e2b-clone runs here
+without CAP_SYS_ADMIN and CAP_SYS_TIME (checked): that path runs in the QEMU
+snapshot test (tests/boot), in a guest."""
 import contextlib
 import shutil
 import tempfile
@@ -19,13 +22,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
-from harness import free_port, recv_to_eof  # noqa: E402
+from harness import free_port, recv_to_eof, stop_process  # noqa: E402
 from hostlink_helpers import fake_vmm  # noqa: E402
 from relay_helpers import vsock_ports  # noqa: E402
 from test_hostlink import hostlink  # noqa: E402
@@ -58,31 +62,26 @@ class Guest:
         self.sockdir = pathlib.Path(tempfile.mkdtemp(prefix="clone-guest-"))
         self.sockdir.chmod(0o777)
         self.sock = self.sockdir / "clone.sock"
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(str(self.sock))
-        os.chmod(self.sock, 0o777)
-        self.listener.listen(8)
-        self.logs = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        # systemd's socket activation without systemd as PID 1: it listens,
+        # and at the first connection execs e2b-clone with the listening
+        # socket as fd 3 (LISTEN_FDS), in this same process. Without
+        # CAP_SYS_ADMIN and CAP_SYS_TIME: the step can never reseed this
+        # machine's CRNG, step its clock or set its hostname, whatever a test
+        # sends (the first change fails, EPERM).
+        self.clone_log = tmp / "e2b-clone.log"
+        self.clone_err = open(self.clone_log, "w")
+        self.clone = subprocess.Popen(
+            ["setpriv", "--inh-caps=-all", "--bounding-set=-sys_admin,-sys_time",
+             "systemd-socket-activate", "--listen", str(self.sock), tools.path("e2b-clone"),
+             "--control", str(self.ctl), "--generation-file", str(self.gen), "--machine-id", str(self.mid),
+             "--random-seed", str(self.seed)],
+            stdout=subprocess.DEVNULL, stderr=self.clone_err)
         for _ in range(200):
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                if self.ctl.exists():
+                if self.ctl.exists() and self.sock.exists():
                     break
             threading.Event().wait(0.05)
-
-    def _accept(self):
-        """systemd's Accept=yes, stood in: one e2b-clone per connection."""
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            cp = subprocess.run([self.tools.path("e2b-clone"), "--control", str(self.ctl),
-                                 "--generation-file", str(self.gen), "--machine-id", str(self.mid),
-                                 "--random-seed", str(self.seed)],
-                                stdin=conn, capture_output=True, text=True, timeout=30)
-            self.logs.append(cp.stderr)
-            conn.close()
+        os.chmod(self.sock, 0o777)
 
     def http(self, method, path, headers=()):
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
@@ -104,12 +103,20 @@ class Guest:
         return (self.gen.read_text() if self.gen.exists() else None, self.mid.read_text(),
                 self.seed.exists(), self.token_status(self.probe_token))
 
+    def fds(self):
+        """e2b-clone's open descriptors (after its first connection)."""
+        return sorted(os.listdir(f"/proc/{self.clone.pid}/fd"))
+
     def close(self):
-        self.listener.close()
+        """SIGTERM: e2b-clone ends between connections and exits 0 (and the
+        sanitizer build checks for leaks as it does)."""
+        stop_process(self.clone)
+        self.clone_err.close()
         shutil.rmtree(self.sockdir, ignore_errors=True)
         self.mmds.terminate()
         self.mmds.wait(10)
         self.log.close()
+        return self.clone.returncode, self.clone_log.read_text()
 
 
 @pytest.fixture
@@ -117,10 +124,19 @@ def guest(tools, tmp_path):
     tmp_path.chmod(0o755)
     g = Guest(tools, tmp_path)
     g.probe_token = g.token()
+    try:
+        status(g)  # e2b-clone runs from its first connection on
+        caps = {k: int(v, 16) for k, v in (line.split(":\t") for line in
+                                            pathlib.Path(f"/proc/{g.clone.pid}/status").read_text().splitlines()
+                                            if line.startswith(("CapEff", "CapPrm", "CapBnd")))}
+        assert all(not v & (1 << 21 | 1 << 25) for v in caps.values()), caps  # CAP_SYS_ADMIN, CAP_SYS_TIME
+    except BaseException:
+        g.close()
+        raise
     yield g
-    g.close()
-    for text in g.logs:
-        assert "Sanitizer" not in text and "runtime error" not in text, text
+    rc, log = g.close()
+    assert "Sanitizer" not in log and "runtime error" not in log, log
+    assert rc == 0 and log.rstrip().endswith("e2b-clone: stopped"), (rc, log)
 
 
 def raw_request(uds: pathlib.Path, request: bytes) -> str:
@@ -224,17 +240,6 @@ def test_missing_socket(tools, tmp_path):
     assert "no such socket" in cp.stderr, cp.stderr
 
 
-def test_refused_peer(guest, tools):
-    """e2b-clone admits root alone over unix (and the host's CID alone over
-    vsock): a VMM socket run as nobody is refused, and nothing changes."""
-    before = guest.state()
-    with fake_vmm(guest.sockdir / "v.sock", {CLONE: f"unix:{guest.sock}"}, user="nobody") as uds:
-        cp = hostlink(tools, uds, "clone", "--generation", "1")
-    assert cp.returncode == 1
-    assert "ERR unix peer uid 65534 refused" in cp.stderr, cp.stderr
-    assert guest.state() == before
-
-
 def test_bad_arguments(tools, tmp_path):
     for args, why in ((["clone", "--generation", "0"], "clone --generation '0'"),
                       (["wait", "--generation", "x"], "wait --generation 'x'"),
@@ -261,3 +266,121 @@ def test_mmds_token_key_rotation(guest):
     assert guest.token_status(guest.probe_token)[0] == 200
     assert control(guest, "PUT", "/token-key") == 204
     assert guest.token_status(guest.probe_token) == (401, "MMDS token not valid.")
+
+
+# ------------------------------------------------- the resident service ---
+
+def direct(guest, request: bytes = b"", *, send=True, read=True, timeout=20) -> str:
+    """One connection straight to e2b-clone's socket (root over unix, as a
+    guest-side caller): the greeting, REQUEST, the answer. SEND=False sends
+    nothing and only reads (a silent peer); READ=False closes right after
+    sending, without reading a byte (a peer gone)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(guest.sock))
+        if send:
+            s.sendall(request)
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_WR)
+        if not read:
+            return ""
+        return recv_to_eof(s).decode()
+
+
+def status(guest) -> str:
+    return direct(guest, b"E2B-CLONE/1 status\n\n")
+
+
+def test_one_resident_process_serves_every_connection(guest):
+    """Many connections, good and bad and gone, to one process: it keeps its
+    pid, leaves no descriptor behind, and answers the next good request."""
+    guest.gen.write_text("4\n")
+    assert status(guest) == "E2B-CLONE/1 ready\nOK generation=4\n"
+    pid, fds = guest.clone.pid, guest.fds()
+    for _ in range(40):
+        assert status(guest).endswith("OK generation=4\n")
+    bad = [b"GET / HTTP/1.1\r\n\r\n", b"E2B-CLONE/1 clone\ngeneration 5\n\n", clone_request(generation=3),
+           clone_request(document=b"[1]"), clone_request(entropy=HEX32[:62]), b"\x00" * 4096,
+           b"E2B-CLONE/1 status\n\nmore", b"E2B-CLONE/1 sta"]
+    for request in bad * 3:
+        answer = direct(guest, request)
+        assert answer.startswith("E2B-CLONE/1 ready\nERR ") and "nothing changed" in answer, answer
+    for request in bad + [b"", clone_request(generation=9)]:
+        direct(guest, request, read=False)  # gone before the answer (EPIPE, not SIGPIPE)
+    # A failure after the checks (here: no CAP_SYS_ADMIN for the reseed).
+    for _ in range(3):
+        answer = direct(guest, clone_request(generation=9))
+        assert answer.endswith("ERR /dev/urandom: RNDADDENTROPY/RNDRESEEDCRNG: Operation not permitted; "
+                               "generation stays 4\n"), answer
+    # A connection closed before the service gets to it at all.
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(str(guest.sock))
+    assert status(guest) == "E2B-CLONE/1 ready\nOK generation=4\n"
+    assert guest.clone.poll() is None and guest.clone.pid == pid
+    assert guest.fds() == fds, (fds, guest.fds())
+    assert guest.gen.read_text() == "4\n" and guest.token_status(guest.probe_token)[0] == 200
+
+
+def test_silent_peer_is_cut_off_and_the_next_is_served(guest):
+    """A peer that never sends holds the service for the request's deadline
+    (5 s), no longer; one that connected meanwhile waits in the backlog and
+    is served right after, with its greeting sent only then."""
+    status(guest)
+    fds = guest.fds()
+    result = {}
+    silent = threading.Thread(target=lambda: result.update(silent=direct(guest, send=False)))
+    silent.start()
+    time.sleep(0.5)  # the silent peer is being served
+    assert status(guest) == "E2B-CLONE/1 ready\nOK generation=0\n"
+    silent.join(20)
+    assert result["silent"] == "E2B-CLONE/1 ready\nERR request incomplete after 5000 ms (0 bytes); nothing changed\n"
+    assert guest.fds() == fds
+
+
+def test_slow_peer_gets_no_more_time(guest):
+    """A peer that keeps sending, a byte at a time, gets no more than the
+    request's 5 s: the deadline runs from the accept, not from the last byte."""
+    request = clone_request(generation=1)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(20)
+        s.connect(str(guest.sock))
+        got = b""
+        for byte in request:
+            s.sendall(bytes([byte]))
+            s.settimeout(0.5)
+            try:
+                got += s.recv(4096)
+            except socket.timeout:
+                continue
+            if b"ERR" in got:
+                break
+        s.settimeout(20)
+        got += recv_to_eof(s)
+    answer = got.decode()
+    assert answer.startswith("E2B-CLONE/1 ready\nERR request incomplete after 5000 ms ("), answer
+    assert int(answer.split("(")[1].split(" ")[0]) < len(request), answer
+    assert not guest.gen.exists()
+    assert status(guest).endswith("OK generation=0\n")
+
+
+def test_refused_peer(guest, tools):
+    """e2b-clone admits root alone over unix (and the host's CID alone over
+    vsock): a VMM socket run as nobody is refused, with one line and the
+    close, no greeting; nothing changes, the refusal is in the log, and the
+    process serves the next request."""
+    before = guest.state()
+    with fake_vmm(guest.sockdir / "v.sock", {CLONE: f"unix:{guest.sock}"}, user="nobody") as uds:
+        for args in (["clone", "--generation", "1"], ["prepare-snapshot"]) * 3:
+            cp = hostlink(tools, uds, *args)
+            assert cp.returncode == 1 and "ERR unix peer uid 65534 refused" in cp.stderr, cp.stderr
+            assert "ready" not in cp.stderr
+    assert guest.state() == before
+    assert status(guest).endswith("OK generation=0\n") and guest.clone.poll() is None
+    assert "unix peer uid 65534 refused (allowed: vsock CID 2, or root over unix)" in guest.clone_log.read_text()
+
+
+def test_without_a_listening_socket(tools):
+    """Started by hand, not by its socket unit: a clear error, exit 2."""
+    cp = tools.run("e2b-clone")
+    assert cp.returncode == 2
+    assert "no listening socket from systemd (LISTEN_FDS): none passed" in cp.stderr, cp.stderr
+    assert "units/e2b-clone.socket" in cp.stderr

@@ -263,6 +263,25 @@ def test_units_enabled(tree):
                    (tree / "usr" / str(dest).lstrip("/")).is_file(), dest
 
 
+def test_clone_step_resident(tree):
+    """The clone step ships as a socket and one resident service, both
+    enabled (the service at boot, so every snapshot has it running), with
+    its tmpfiles; no per-connection template any more."""
+    system = tree / "usr/lib/systemd/system"
+    assert not (system / "e2b-clone@.service").exists()
+    assert words(unit(tree, "e2b-clone.socket"), "Socket", "Accept") == ["no"]
+    svc = unit(tree, "e2b-clone.service")
+    assert words(svc, "Service", "Restart") == ["always"]
+    assert words(svc, "Service", "ExecStart")[0] == "/usr/local/bin/e2b-clone"
+    for name, target in (("e2b-clone.socket", "sockets.target"), ("e2b-clone.service", "multi-user.target")):
+        cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", name],
+                            capture_output=True, text=True, timeout=30)
+        assert cp.stdout.strip() == "enabled", (name, cp.stdout, cp.stderr)
+        assert (tree / "etc/systemd/system" / f"{target}.wants" / name).is_symlink(), name
+    assert "d /run/e2b 0755 root root -" in (tree / "usr/lib/tmpfiles.d/e2b-clone.conf").read_text()
+    assert os.access(tree / "usr/local/bin/e2b-clone", os.X_OK)
+
+
 def enabled_units(tree):
     names = set()
     for base in ("etc/systemd/system", "usr/lib/systemd/system"):

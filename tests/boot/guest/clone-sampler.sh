@@ -14,6 +14,8 @@ MD=http://169.254.169.254
 exec 3<>/dev/ttyS1
 stty -F /dev/ttyS1 raw -echo
 say() { printf 'E2B-CLONE-TEST %s\n' "$*" >&3; }
+# The resident clone step's process (0 when it is not running).
+clone_pid() { systemctl show -P MainPID e2b-clone.service; }
 
 # socat binds the guest's address, which networkd puts on eth0 (from ip= on
 # the kernel command line) on its own time: a lean boot starts this script
@@ -35,7 +37,10 @@ for i in $(seq 1 1200); do
 done
 old_token=$(curl -s -X PUT -H 'X-metadata-token-ttl-seconds: 21600' "$MD/latest/api/token")
 md_get() { curl -s -o /dev/null -w '%{http_code}' -H "X-metadata-token: $1" "$MD/instanceID"; }
-say "ready envd=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49983/health) token_status=$(md_get "$old_token")"
+# The clone step's process, started at boot: before any connection to its port.
+pid=$(clone_pid)
+say "ready envd=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:49983/health) token_status=$(md_get "$old_token")" \
+	"clone_pid=$pid clone_rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null)"
 
 while IFS= read -r cmd <&3; do
 	case "$cmd" in
@@ -54,15 +59,30 @@ while IFS= read -r cmd <&3; do
 		fresh=$(curl -s -X PUT -H 'X-metadata-token-ttl-seconds: 60' "$MD/latest/api/token")
 		id=$(curl -s -H "X-metadata-token: $fresh" "$MD/instanceID")
 		gen=$(cat /run/e2b/clone-generation 2>/dev/null || echo none)
-		say "instance_id=$id generation=$gen machine_id=$(cat /etc/machine-id) hostname=$(hostname)" ;;
+		say "instance_id=$id generation=$gen machine_id=$(cat /etc/machine-id) hostname=$(hostname)" \
+			"clone_pid=$(clone_pid)" ;;
 	allow-cid1)
 		# The test image's drop-in: e2b-clone admits vsock_loopback (CID 1),
-		# which the shipped unit refuses.
-		mkdir -p /run/systemd/system/e2b-clone@.service.d
+		# which the shipped unit refuses; the resident process reads it when
+		# it starts again.
+		mkdir -p /run/systemd/system/e2b-clone.service.d
 		printf '[Service]\nEnvironment=E2B_CLONE_ALLOW_CID=1\n' \
-			> /run/systemd/system/e2b-clone@.service.d/50-test-cid1.conf
+			> /run/systemd/system/e2b-clone.service.d/50-test-cid1.conf
 		systemctl daemon-reload
-		say "allowed" ;;
+		systemctl restart e2b-clone.service
+		say "allowed clone_pid=$(clone_pid)" ;;
+	kill-clone)
+		# The resident process killed: systemd starts it again (Restart=always).
+		before=$(clone_pid)
+		kill -KILL "$before"
+		for i in $(seq 1 300); do
+			now=$(clone_pid)
+			[ "$now" != 0 ] && [ "$now" != "$before" ] &&
+				[ "$(systemctl show -P ActiveState e2b-clone.service)" = active ] && break
+			sleep 0.1
+		done
+		say "clone_pid_before=$before clone_pid=$(clone_pid)" \
+			"restarts=$(systemctl show -P NRestarts e2b-clone.service)" ;;
 	vmgenid)
 		bound=$(ls /sys/bus/acpi/drivers/vmgenid 2>/dev/null | grep -c ':' || true)
 		dev=$(grep -l -i -E 'VMGENCTR|VM_GEN|QEMUVGID' /sys/bus/acpi/devices/*/hid /sys/bus/acpi/devices/*/modalias 2>/dev/null | head -1)
@@ -70,8 +90,8 @@ while IFS= read -r cmd <&3; do
 		say "vmgenid_device=${dev:+present} vmgenid_bound=$bound new_vmgenid_uevents=$uev kernel=$(uname -r)" ;;
 	diag)
 		# What the clone step's units look like now, for a report that failed.
-		d=$( { systemctl status --no-pager -l e2b-clone.socket 'e2b-clone@*' 2>&1
-			journalctl -b --no-pager -o short-monotonic -u e2b-clone.socket -u 'e2b-clone@*' 2>&1 | tail -40
+		d=$( { systemctl status --no-pager -l e2b-clone.socket e2b-clone.service 2>&1
+			journalctl -b --no-pager -o short-monotonic -u e2b-clone.socket -u e2b-clone.service 2>&1 | tail -40
 			ss -l -n --vsock 2>&1; ls -la /run/e2b /dev/vsock 2>&1; } | base64 -w0)
 		say "diag_b64=$d" ;;
 	*)
