@@ -40,21 +40,25 @@ CI_WARMUP = ("ok=0; for i in $(seq 1 200); do curl -sf -o /dev/null http://127.0
 # {vsock_uds} (Firecracker/cloud-hypervisor: the VMM's hybrid-vsock socket)
 # or {vsock_cid} (QEMU vhost-vsock: the guest CID). Budgets as above.
 HOST_TRANSPORT = {"uds": ["--uds", "{vsock_uds}"], "cid": ["--cid", "{vsock_cid}"]}
-# Before readiness, the clone step (README.md, "Pools: after every
-# restore"): host entropy, the host's clock, fresh tokens and the clone's
-# document, then `wait --generation`, so a clone that was not reseeded fails
-# its warmup and is destroyed. The pool substitutes {clone_generation} (1 for
-# a clone of a template snapshot; one more for each snapshot of a clone
-# restored) and {clone_document} (a file with the clone's metadata document).
-CLONE_STEP = ["clone", "--generation", "{clone_generation}", "--document", "{clone_document}"]
+# After every restore, one command (hostlink/README.md, "restore"): the clone
+# step (host entropy, the host's clock, fresh tokens, the clone's document;
+# README.md, "Pools: after every restore"), then envd's /health, its /init
+# with the clone's access token, and an authenticated call that proves envd
+# took it; a clone that was not reseeded, or whose envd does not take the
+# token, fails its warmup and is destroyed. The pool substitutes
+# {clone_generation} (1 for a clone of a template snapshot; one more for each
+# snapshot of a clone restored), {clone_document} (a file with the clone's
+# metadata document, whose accessTokenHash is the token's hex SHA-512) and
+# {access_token_file} (a file with the clone's access token: never argv).
+RESTORE_BUDGET_S = 30
+RESTORE = ["restore", "--generation", "{clone_generation}", "--document", "{clone_document}",
+           "--token-file", "{access_token_file}"]
 
 
 def host_warmup(flavor: str, transport: str) -> list:
     hl = " ".join(["e2b-hostlink", *HOST_TRANSPORT[transport]])
-    steps = [f"{hl} --timeout 10 {' '.join(CLONE_STEP)}",
-             f"{hl} --timeout 10 wait --generation {{clone_generation}}",
-             f"{hl} --timeout 10 wait"]
-    if flavor != "e2b-rt":
+    steps = [f"{hl} --timeout {RESTORE_BUDGET_S} {' '.join(RESTORE)}"]
+    if flavor == "e2b-ci":
         steps.append(f"{hl} --timeout {CI_TRIES // 10} wait 49999")
     return ["sh", "-c", " && ".join(steps)]
 
@@ -82,7 +86,7 @@ def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.P
     spec = FLAVORS.get(flavor) or template_spec(out_dir, flavor, FLAVORS)
     t = {"template": reference(registry, flavor, digest), "net": "none",
          "size": spec["size"], "warm": spec["warm"], "warmup": list(spec["warmup"])}
-    if host and flavor in FLAVORS:  # a template's ready check runs in the clone only
+    if host:  # a template's own ready check stays in its warmup, in the clone
         t["hostWarmup"] = host_warmup(flavor, host)
     return t
 
@@ -94,7 +98,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=pathlib.Path, default=pathlib.Path("out"))
     ap.add_argument("--dest", type=pathlib.Path, help="default: OUT/templates")
     ap.add_argument("--host-warmup", choices=sorted(HOST_TRANSPORT),
-                    help="also write hostWarmup: e2b-hostlink over the clone's vsock")
+                    help="also write hostWarmup: e2b-hostlink restore over the clone's vsock")
     ap.add_argument("flavors", nargs="+")
     a = ap.parse_args()
     if not a.registry.strip() or "@" in a.registry or a.registry.startswith(("oci:", "dir:")):

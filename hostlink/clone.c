@@ -104,7 +104,10 @@ int clone_exchange(const struct link *link, clone_build_fn build, void *ctx, cha
 	char inner[512];
 	_cleanup_free_ char *request = NULL;
 	size_t len = 0;
-	_cleanup_close_ int fd = link_open(link, VSOCK_PORT_CLONE, inner, sizeof(inner));
+	int64_t deadline = link_end(link); /* one budget: the open, the greeting, the answer */
+	struct link bounded = *link;
+	bounded.deadline = deadline;
+	_cleanup_close_ int fd = link_open(&bounded, VSOCK_PORT_CLONE, inner, sizeof(inner));
 
 	if (fd < 0) {
 		snprintf(why, why_len, "%s%s", inner,
@@ -113,7 +116,6 @@ int clone_exchange(const struct link *link, clone_build_fn build, void *ctx, cha
 				 : "");
 		return fd;
 	}
-	int64_t deadline = io_now_ms() + link->timeout_ms;
 	int r = read_line(fd, deadline, answer, answer_len, why, why_len);
 	if (r < 0 || strcmp(answer, CLONE_GREETING) != 0)
 		return r; /* a refusal instead of the greeting is the answer */

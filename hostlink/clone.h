@@ -35,7 +35,8 @@ typedef int (*clone_build_fn)(void *ctx, char **out, size_t *len);
  * caller reads it; a refused peer's ERR comes instead of the greeting),
  * -errno with `why` naming the port: no such socket, nothing listens on
  * vsock port 10053 (a guest without the clone step), closed without an
- * answer, timeout (link->timeout_ms for the whole exchange). */
+ * answer, timeout (link_end(link) for the whole exchange,
+ * the open included). */
 int clone_exchange(const struct link *link, clone_build_fn build, void *ctx, char *answer, size_t answer_len,
 		   char *why, size_t why_len);
 

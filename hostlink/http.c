@@ -90,7 +90,7 @@ static int read_response(int fd, int64_t deadline, struct http_response *resp, c
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		int64_t left = deadline - io_now_ms();
 		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			snprintf(why, why_len, "no complete answer in time (%zu bytes so far)", len);
+			snprintf(why, why_len, "no complete answer before --timeout ran out (%zu bytes so far)", len);
 			return -ETIMEDOUT;
 		}
 		if (len == HTTP_MAX_RESPONSE) {
@@ -138,29 +138,33 @@ static int read_response(int fd, int64_t deadline, struct http_response *resp, c
 	return 0;
 }
 
-int http_exchange(int fd, const char *method, const char *path, const char *body, size_t body_len,
-		  int timeout_ms, struct http_response *resp, char *why, size_t why_len)
+int http_exchange(int fd, const struct http_request *req, int64_t deadline, struct http_response *resp,
+		  char *why, size_t why_len)
 {
-	char head[512];
-	int64_t deadline = io_now_ms() + timeout_ms;
-	int n, r;
+	const char *method = req->method, *path = req->path, *more = req->headers ? req->headers : "";
+	char length[96] = "";
+	int r;
 
 	*resp = (struct http_response){ 0 };
-	char length[96] = "";
-
-	if (body)
-		snprintf(length, sizeof(length), "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
-	n = snprintf(head, sizeof(head),
-		     "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: e2b-hostlink\r\nAccept: */*\r\n"
-		     "Connection: close\r\n%s\r\n", method, path, length);
-	if (n < 0 || (size_t)n >= sizeof(head))
+	if (req->body)
+		snprintf(length, sizeof(length), "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+			 req->body_len);
+	size_t cap = strlen(method) + strlen(path) + strlen(more) + sizeof(length) + 256;
+	_cleanup_free_ char *head = malloc(cap);
+	if (!head)
+		return -ENOMEM;
+	int n = snprintf(head, cap,
+			 "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: e2b-hostlink\r\nAccept: */*\r\n"
+			 "Connection: close\r\n%s%s\r\n", method, path, more, length);
+	if (n < 0 || (size_t)n >= cap)
 		return -ENAMETOOLONG;
 	r = io_send_all(fd, head, (size_t)n, deadline);
-	if (r == 0 && body)
-		r = io_send_all(fd, body, body_len, deadline);
+	explicit_bzero(head, (size_t)n);
+	if (r == 0 && req->body)
+		r = io_send_all(fd, req->body, req->body_len, deadline);
 	if (r == -ETIMEDOUT) {
-		snprintf(why, why_len, "sending %s %s: not taken within %d ms (the guest stopped reading)", method, path,
-			 timeout_ms);
+		snprintf(why, why_len, "sending %s %s: not taken before --timeout ran out (the guest stopped reading)",
+			 method, path);
 		return r;
 	}
 	if (r < 0) {

@@ -4,6 +4,7 @@
 #define HOSTLINK_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Largest answer read: mmds-serve's document limit with room to spare. */
 #define HTTP_MAX_RESPONSE (1024u * 1024u)
@@ -19,11 +20,19 @@ struct http_response {
  * 0 if incomplete, -EPROTO if it is not an HTTP/1.x response head. */
 long http_parse_head(const char *buf, size_t len, int *status, long long *content_length);
 
-/* Sends the request on a connected fd and reads the answer, all within
- * timeout_ms (a guest that stops reading or answering is a -ETIMEDOUT).
- * -errno; `why` names what went wrong. */
-int http_exchange(int fd, const char *method, const char *path, const char *body, size_t body_len,
-		  int timeout_ms, struct http_response *resp, char *why, size_t why_len);
+struct http_request {
+	const char *method, *path;
+	const char *headers;   /* more header lines, each ending in CRLF; NULL: none */
+	const char *body;      /* sent as application/json; NULL: none */
+	size_t body_len;
+};
+
+/* Sends the request on a connected fd and reads the answer, all before the
+ * deadline (io_now_ms() time: the command's, so a guest that stops reading
+ * or answering is a -ETIMEDOUT). The request's head is wiped once sent (it
+ * may carry a token). -errno; `why` names what went wrong. */
+int http_exchange(int fd, const struct http_request *req, int64_t deadline, struct http_response *resp,
+		  char *why, size_t why_len);
 
 void http_response_free(struct http_response *resp);
 

@@ -39,6 +39,11 @@ static int fail(int code, char *why, size_t why_len, const char *fmt, ...)
 	return code;
 }
 
+int64_t link_end(const struct link *link)
+{
+	return link->deadline ? link->deadline : io_now_ms() + link->timeout_ms;
+}
+
 const char *link_name(const struct link *link)
 {
 	static char name[sizeof(link->path) + 16];
@@ -53,7 +58,7 @@ const char *link_name(const struct link *link)
 static void dial_init(struct link_dial *d, const struct link *link, uint32_t vport, uint16_t guest_port)
 {
 	*d = (struct link_dial){ .link = link, .fd = -1, .phase = DIAL_CONNECT, .vport = vport,
-				 .guest_port = guest_port, .deadline = io_now_ms() + link->timeout_ms };
+				 .guest_port = guest_port, .deadline = link_end(link) };
 }
 
 void link_dial_vsock(struct link_dial *d, const struct link *link, uint32_t vport)

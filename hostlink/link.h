@@ -26,7 +26,10 @@ struct link {
 	enum link_kind kind;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint32_t cid;
-	int timeout_ms;      /* connect plus handshakes */
+	int timeout_ms;      /* --timeout, for messages; forward: per connection */
+	int64_t deadline;    /* io_now_ms() time: when link_open* give up; the whole
+			      * command's end (one budget for every open and exchange);
+			      * 0: timeout_ms from each dial's start (forward) */
 };
 
 /* One guest stream being opened. Fields are the machine's own. */
@@ -42,6 +45,10 @@ struct link_dial {
 	char out[32];
 	char line[HANDSHAKE_LINE_MAX];
 };
+
+/* When a blocking open or exchange started now must end: link->deadline,
+ * or without one timeout_ms from now. */
+int64_t link_end(const struct link *link);
 
 /* "/run/fc/v.sock" or "cid 3", for messages. */
 const char *link_name(const struct link *link);
@@ -69,7 +76,7 @@ int link_dial_take(struct link_dial *d);
 /* Abandons it (closes the fd). */
 void link_dial_close(struct link_dial *d);
 
-/* The same, blocking until done or --timeout: a connected non-blocking stream
+/* The same, blocking until done or link->deadline: a connected non-blocking stream
  * to guest vsock port `vport`, handshake done. -ENOENT/-ECONNREFUSED (no such
  * socket / nobody listening at the VMM), -ECONNRESET (handshake refused: the
  * VMM closed it), -ETIMEDOUT, -EPROTO; `why` says which, naming the port. */

@@ -63,6 +63,19 @@ def test_template_is_pinned_and_valid(tmp_path):
     assert "sport = :3000" in t["warmup"][-1] and "127.0.0.1:49983/health" in t["warmup"][-1]
 
 
+def test_template_host_warmup_is_restore_alone(tmp_path):
+    """A template of one's own gets the same restore as its flavor (envd and
+    the clone step are its base's); its ready check stays in the clone."""
+    template_out(tmp_path, "web", "port 3000")
+    cp = make("templates", f"out={tmp_path}", f"registry={REG}", "flavors=web", "host_warmup=cid")
+    assert cp.returncode == 0, cp.stderr
+    t = json.loads((tmp_path / "templates" / "web.json").read_text())
+    jsonschema.validate(t, SCHEMA)
+    assert t["hostWarmup"] == ["sh", "-c", "e2b-hostlink --cid {vsock_cid} --timeout 30 restore --generation "
+                               "{clone_generation} --document {clone_document} --token-file {access_token_file}"]
+    assert "sport = :3000" in t["warmup"][-1]
+
+
 def test_unknown_name_is_an_error(tmp_path):
     cp = make("templates", f"out={tmp_path}", f"registry={REG}", "flavors=nosuch")
     assert cp.returncode != 0 and "neither a flavor" in cp.stderr and "nosuch" in cp.stderr

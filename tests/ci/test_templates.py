@@ -52,6 +52,32 @@ def test_rt_warmup_is_the_contract_loop(out):
                            "http://127.0.0.1:49983/health && exit 0; sleep 0.05; done; exit 1"]
 
 
+@pytest.mark.parametrize("transport, address", [("uds", "--uds {vsock_uds}"), ("cid", "--cid {vsock_cid}")])
+def test_host_warmup_is_the_restore_command(out, transport, address):
+    """host_warmup=uds|cid: each flavor's hostWarmup is `e2b-hostlink
+    restore` (clone step, /health, /init with the clone's token, the token
+    check) under one 30 s deadline; e2b-ci then waits for its code
+    interpreter. Without host_warmup there is none. (Run for real in
+    tests/hostlink/test_host_warmup.py.)"""
+    tmp, _ = out
+    cp = make("templates", f"out={tmp}", f"registry={REG}", "flavors=e2b-rt e2b-ci", f"host_warmup={transport}")
+    assert cp.returncode == 0, cp.stderr
+    restore = (f"e2b-hostlink {address} --timeout 30 restore --generation {{clone_generation}} "
+               "--document {clone_document} --token-file {access_token_file}")
+    for flavor, rest in (("e2b-rt", ""), ("e2b-ci", f" && e2b-hostlink {address} --timeout 120 wait 49999")):
+        t = json.loads((tmp / "templates" / f"{flavor}.json").read_text())
+        jsonschema.validate(t, SCHEMA)
+        assert t["hostWarmup"] == ["sh", "-c", restore + rest], t["hostWarmup"]
+    assert make("templates", f"out={tmp}", f"registry={REG}", "flavors=e2b-rt").returncode == 0
+    assert "hostWarmup" not in json.loads((tmp / "templates" / "e2b-rt.json").read_text())
+
+
+def test_host_warmup_refuses_an_unknown_transport(out):
+    tmp, _ = out
+    cp = make("templates", f"out={tmp}", f"registry={REG}", "flavors=e2b-rt", "host_warmup=tcp")
+    assert cp.returncode != 0 and "tcp" in cp.stderr, cp.stderr
+
+
 @pytest.mark.parametrize("bad", [
     {"net": "bridge"},
     {"size": "huge"},

@@ -59,18 +59,73 @@ def real_envd(workdir: pathlib.Path):
                              "envd-ns", str(testimages.sources().envd), str(sock), str(log)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        def healthy():
-            if not sock.exists():
-                return False
-            try:
-                return unix_http_status(sock, "/health") == 204
-            except OSError:
-                return False
-        assert wait_for(lambda: healthy() or proc.poll() is not None, 30) and proc.poll() is None, \
-            f"real envd did not answer /health: {log.read_text() if log.exists() else ''}"
+        _await_envd(proc, sock, log)
         yield sock
     finally:
         stop_process(proc)
+
+
+def _await_envd(proc, sock: pathlib.Path, log: pathlib.Path, also: pathlib.Path = None):
+    """Until envd answers /health 204 through SOCK (and ALSO exists), or its namespace ended."""
+    def healthy():
+        if not sock.exists() or (also and not also.exists()):
+            return False
+        try:
+            return unix_http_status(sock, "/health") == 204
+        except OSError:
+            return False
+    assert wait_for(lambda: healthy() or proc.poll() is not None, 30) and proc.poll() is None, \
+        f"real envd did not answer /health: {log.read_text() if log.exists() else ''}"
+
+
+# The same in Firecracker mode, as in a guest: envd asks the MMDS on
+# 169.254.169.254:80 (a real mmds-serve, on an address of the namespace's own
+# lo) for the accessTokenHash its /init checks. envd steps the clock to an
+# /init's timestamp when it is more than 50 ms ahead or 5 s behind; a network
+# namespace does not separate CLOCK_REALTIME, so envd runs without
+# CAP_SYS_TIME (dropped from its bounding set) and this machine's clock stays.
+_ENVD_FC_NS = """
+ip link set lo up
+ip addr add 169.254.169.254/32 dev lo
+mount -t tmpfs -o mode=0755 tmpfs /run
+"$4" --document "$5" --listen 169.254.169.254:80 --control "$6" > "$3.mmds" 2>&1 &
+setpriv --bounding-set -sys_time "$1" -no-cgroups -port 49983 > "$3" 2>&1 &
+socat UNIX-LISTEN:"$2",fork,unlink-early TCP:127.0.0.1:49983 &
+wait
+"""
+
+
+@contextlib.contextmanager
+def real_envd_fc(workdir: pathlib.Path, mmds_serve: str, document: str = '{"instanceID": "template"}'):
+    """The real envd in Firecracker mode with a real mmds-serve beside it, in
+    a private network namespace; yields (envd's unix socket, mmds-serve's
+    control socket: the host API a clone step's document goes to)."""
+    import testimages
+    sock, ctl, log, doc = (workdir / "envd-fc.sock", workdir / "mmds-control.sock", workdir / "envd-fc.log",
+                           workdir / "mmds-document.json")
+    doc.write_text(document)
+    proc = subprocess.Popen(["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "sh", "-c",
+                             _ENVD_FC_NS, "envd-fc-ns", str(testimages.sources().envd), str(sock), str(log),
+                             mmds_serve, str(doc), str(ctl)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _await_envd(proc, sock, log, also=ctl)
+        yield sock, ctl
+    finally:
+        stop_process(proc)
+
+
+def unix_http(path: pathlib.Path, method: str, target: str, body: bytes = b"", headers=()) -> tuple:
+    """(status, body) of one request through the unix socket PATH."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(path))
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers)
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+                  f"Content-Length: {len(body)}\r\n{head}\r\n".encode() + body)
+        answer = recv_to_eof(s)
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), rest
 
 
 def unix_http_status(path: pathlib.Path, target: str) -> int:
