@@ -15,6 +15,7 @@
 #   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
 #   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
 #   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
+#   BASE_CONFINE (1: BASE is a template's, which must stay inside BASE_RELATIVE_TO)
 #   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
@@ -30,6 +31,8 @@ top=$(cd "$here/.." && pwd)
 
 die() { echo "image: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
+# Text with bytes from a base (its name, tags, os-release): escaped (termsafe.py).
+say_safe() { say "$($py "$here/termsafe.py" "$*")"; }
 
 for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB ENVD GO_TOOLCHAIN; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk sets every knob)"
@@ -79,17 +82,17 @@ mkdir -p "$work" "$extra" "$CACHE"
 base_json=
 if [ -n "${BASE:-}" ]; then
     basework=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-base.XXXXXX")
-    say "base: $BASE: unpacking and checking it"
+    say_safe "base: $BASE: unpacking and checking it"
     $py "$here/builder_base.py" --base "$BASE" --dest "$basework" \
-        --relative-to "${BASE_RELATIVE_TO:-$top}" > "$work/base.json" || exit 1
+        --relative-to "${BASE_RELATIVE_TO:-$top}" ${BASE_CONFINE:+--confine} > "$work/base.json" || exit 1
     base_json=$work/base.json
     basefield() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$base_json" "$1"; }
     base_distro=$(basefield distro) base_release=$(basefield release)
     if [ "$base_distro/$base_release" != "$DISTRO/$RELEASE" ]; then
-        say "base: $BASE is $base_distro/$base_release: our runtime comes from that release (not $DISTRO/$RELEASE)"
+        say_safe "base: $BASE is $base_distro/$base_release: our runtime comes from that release (not $DISTRO/$RELEASE)"
     fi
     DISTRO=$base_distro RELEASE=$base_release
-    say "base: $BASE = $(basefield name)@$(basefield digest) ($(basefield os))"
+    say_safe "base: $BASE = $(basefield name)@$(basefield digest) ($(basefield os))"
 fi
 
 # 1. apt sources for mkosi (and the archive list for the manifest).
@@ -186,7 +189,7 @@ ship() {
     shipped[$unit]=1
     install -m 0644 "$top/units/$unit" "$extra/usr/lib/systemd/system/$unit"
     local base=${unit%.service}
-    base=${base%@}  # a template (e2b-clone@.service) has its NAME.tmpfiles too
+    base=${base%@}  # a template (NAME@.service) has its NAME.tmpfiles too
     if [ -f "$top/units/$base.tmpfiles" ] && [ "${unit##*.}" = service ]; then
         install -m 0644 "$top/units/$base.tmpfiles" "$extra/usr/lib/tmpfiles.d/$base.conf"
     fi
@@ -236,6 +239,9 @@ fi
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
 mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
+# What runs in this step prints bytes that are not ours: a base's maintainer
+# scripts and triggers (builder mode), a template's build commands. mkosi's
+# output (stdout with it) goes to stderr through termsafe.py, escaped.
 (cd "$here" && mkosi \
     --profile "$FLAVOR" \
     --environment "E2B_CI_PYDEPS=${PYDEPS:-debian}" \
@@ -250,7 +256,7 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
     --output image \
     "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
-    --force build) || die "mkosi build failed"
+    --force build 2>&1 | $py "$here/termsafe.py" >&2) || die "mkosi build failed"
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
 # uses that to measure mkosi's own Format=oci as a peer).

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builder mode's base image: check it, unpack it, say what it is.
 
-    builder_base.py --base oci:PATH[:REF] | docker-archive:FILE --dest DIR [--relative-to DIR]
+    builder_base.py --base oci:PATH[:REF] | docker-archive:FILE --dest DIR [--relative-to DIR [--confine]]
 
 An image of one's own (a team's `python:3.12` derivative, say) becomes the
 root our runtime is installed onto (os-image/build.sh, mkosi BaseTrees=).
@@ -14,10 +14,20 @@ Everything that can be wrong with it is found here, before mkosi, and named:
     /var/lib/dpkg/status): Alpine, distroless, busybox;
   * its /etc/os-release is not Debian, or a Debian release this build cannot
     serve (SUPPORTED).
+  * a directory mkosi works in from the build machine is a symlink
+    (MKOSI_HOST_PATHS);
+  * (--confine, a template's base) it is not inside the template directory.
 
 The layers are applied in order by umoci (whiteouts and opaque directories
 included) into DIR/bundle/rootfs; a docker-archive is first copied to an OCI
 layout in DIR with skopeo. The user's layout is only read.
+
+A base is hostile input (template/README.md, "What a template or a base
+cannot reach"): every operation on its unpacked tree resolves paths inside
+that tree (inroot.py), every byte of it or of skopeo's and umoci's stderr is
+escaped before it reaches the terminal (termsafe.py), and a template's base
+(--confine) is a relative PATH that stays inside the template directory,
+symlinks resolved.
 
 On success it prints one JSON object: name and digest (for the labels
 org.opencontainers.image.base.name/.base.digest and manifest.json), distro,
@@ -34,11 +44,13 @@ import argparse
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
 import tarfile
+
+import inroot
+import termsafe
 
 # The releases a base may be: those our flavors build (package names differ
 # between them, libssl3 in bookworm and libssl3t64 in trixie, and
@@ -46,6 +58,13 @@ import tarfile
 # archive cannot be reached from our build machines: its bases are refused.
 SUPPORTED = {"debian": ("trixie", "bookworm")}
 NEEDS = ("/usr/bin/dpkg", "/usr/bin/apt-get", "/var/lib/dpkg/status")
+# What mkosi itself does to the root from the build machine, outside any
+# sandbox: it removes these files where they exist (after the packages) and
+# rewrites usr/lib/os-release (ImageId=). A symlink among the directories on
+# the way would aim that at the build machine's own files, so a base with
+# one there is refused (the last part is removed, not followed).
+MKOSI_HOST_PATHS = ("var/lib/systemd/random-seed", "var/lib/systemd/credential.secret", "etc/machine-info",
+                    "var/lib/dbus/machine-id", "usr/lib/os-release")
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")
 
@@ -70,6 +89,30 @@ def parse(spec: str, relative_to: str) -> tuple[str, str, str]:
     if not rest:
         raise Refused(f"base {spec}: no path")
     return transport, os.path.normpath(os.path.join(relative_to, rest)), ref
+
+
+def confine(spec: str, path: str, inside: str) -> str:
+    """A template's base: PATH, every symlink resolved, inside the template
+    directory INSIDE, and so is every symlink in it (an OCI layout's blobs),
+    so a template cannot name another tenant's image on the build machine.
+    Returns the resolved path, which the build then uses."""
+    top = os.path.realpath(inside)
+    real = os.path.realpath(path)
+
+    def within(p: str) -> bool:
+        return p.startswith(top + os.sep)
+
+    if not within(real):
+        raise Refused(f"base {spec}: {path} leads outside the template directory {top} (to {real}); "
+                      "a template's base must be inside its directory: copy the image there")
+    for d, dirs, files in os.walk(real):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            if os.path.islink(p) and not within(os.path.realpath(p)):
+                raise Refused(f"base {spec}: {p} is a symlink to {os.path.realpath(p)}, outside the template "
+                              f"directory {top}; a template's base must be inside its directory: copy the "
+                              "image there")
+    return real
 
 
 def skopeo(*args: str) -> subprocess.CompletedProcess:
@@ -153,72 +196,68 @@ def drop_apt_state(root: str) -> None:
     root's /var/lib/apt and /var/cache/apt are empty, and otherwise finds no
     package at all. Its dpkg database stays; what goes with the state is apt's
     auto-installed marks (extended_states), so every package of the base
-    counts as installed by hand, which no autoremove touches."""
-    for sub in ("var/lib/apt", "var/cache/apt"):
-        d = os.path.join(root, sub)
-        if os.path.isdir(d) and not os.path.islink(d):
-            for n in os.listdir(d):
-                p = os.path.join(d, n)
-                if os.path.isdir(p) and not os.path.islink(p):
-                    shutil.rmtree(p)
-                else:
-                    os.unlink(p)
+    counts as installed by hand, which no autoremove touches. The paths are
+    resolved inside the root, as apt in the image sees them: a base's symlink
+    (var/lib -> /etc) never leads to the build machine's files."""
+    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for sub in ("var/lib/apt", "var/cache/apt"):
+            inroot.empty(rootfd, sub)
+    finally:
+        os.close(rootfd)
 
 
 def drop_special_files(root: str) -> None:
     """Device nodes, fifos and sockets go (a debootstrap-made image has
     /dev/null and friends): the guest's /dev is a devtmpfs, and mkosi's copy
     of a base tree reads every file's contents, which a device or fifo has
-    not."""
-    for d, dirs, files in os.walk(root):
+    not. Walked by directory descriptors, following no symlink."""
+    for _, dirs, files, dirfd in os.fwalk(root, follow_symlinks=False):
         for n in files + dirs:
-            p = os.path.join(d, n)
-            mode = os.lstat(p).st_mode
+            mode = os.stat(n, dir_fd=dirfd, follow_symlinks=False).st_mode
             if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-                os.unlink(p)
+                os.unlink(n, dir_fd=dirfd)
 
 
-def resolve(root: str, path: str, hops: int = 40) -> str | None:
-    """PATH inside ROOT with every symlink resolved against ROOT, not the
-    build machine's / (an image's /etc/os-release is often a symlink, and
-    may be absolute); None if it does not exist."""
-    parts = [p for p in path.split("/") if p]
-    cur = []
-    while parts:
-        p = parts.pop(0)
-        if p == ".":
-            continue
-        if p == "..":
-            cur = cur[:-1]
-            continue
-        full = os.path.join(root, *cur, p)
-        if os.path.islink(full):
-            hops -= 1
-            if hops < 0:
-                return None
-            target = os.readlink(full)
-            if target.startswith("/"):
-                cur = []
-            parts = [t for t in target.split("/") if t] + parts
-            continue
-        if not os.path.lexists(full):
-            return None
-        cur.append(p)
-    return os.path.join(root, *cur)
+def exists(rootfd: int, path: str) -> bool:
+    """PATH is in the root, its symlinks resolved inside it."""
+    try:
+        os.close(inroot.open_in(rootfd, path, os.O_PATH))
+        return True
+    except OSError:
+        return False
 
 
-def os_release(root: str) -> dict:
+def os_release(rootfd: int) -> dict:
+    """The image's os-release (often an absolute symlink), read inside the root."""
     for p in ("/etc/os-release", "/usr/lib/os-release"):
-        f = resolve(root, p)
-        if f and os.path.isfile(f):
-            fields = {}
-            with open(f, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    m = re.fullmatch(r'([A-Z0-9_]+)=(.*)', line.strip())
-                    if m:
-                        fields[m.group(1)] = m.group(2).strip('"\'')
-            return fields
+        try:
+            text = inroot.read(rootfd, p, limit=64 * 1024).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        fields = {}
+        for line in text.splitlines():
+            m = re.fullmatch(r'([A-Z0-9_]+)=(.*)', line.strip())
+            if m:
+                fields[m.group(1)] = m.group(2).strip('"\'')
+        return fields
     return {}
+
+
+def check_host_paths(spec: str, root: str) -> None:
+    """Refused: a symlink among the directories of MKOSI_HOST_PATHS, checked
+    from the root down without following one."""
+    for path in MKOSI_HOST_PATHS:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            sub = "/".join(parts[:i])
+            full = os.path.join(root, sub)
+            if os.path.islink(full):
+                raise Refused(f"base {spec}: /{sub} is a symlink (to {os.readlink(full)}); mkosi works on /{path} "
+                              "from the build machine, outside the image, and would follow it there: the base "
+                              f"must have a directory at /{sub}")
+            if not os.path.isdir(full):
+                break
 
 
 def supported_text() -> str:
@@ -226,8 +265,13 @@ def supported_text() -> str:
 
 
 def check_root(spec: str, root: str) -> dict:
-    missing = [p for p in NEEDS if not resolve(root, p)]
-    osr = os_release(root)
+    check_host_paths(spec, root)
+    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        missing = [p for p in NEEDS if not exists(rootfd, p)]
+        osr = os_release(rootfd)
+    finally:
+        os.close(rootfd)
     pretty = osr.get("PRETTY_NAME") or osr.get("ID") or "no /etc/os-release"
     if missing:
         raise Refused(f"base {spec} ({pretty}): no {' and no '.join(missing)}; builder mode installs our runtime "
@@ -269,10 +313,14 @@ def main(argv) -> int:
     ap.add_argument("--base", required=True, help="oci:PATH[:REF] or docker-archive:FILE")
     ap.add_argument("--dest", required=True, help="an empty work directory for the unpacked base")
     ap.add_argument("--relative-to", default=os.getcwd(), help="where a relative PATH starts")
+    ap.add_argument("--confine", action="store_true",
+                    help="a template's base: PATH must be relative and stay inside --relative-to")
     ap.add_argument("--check-only", action="store_true", help="stop after locating and inspecting")
     a = ap.parse_args(argv)
     try:
         transport, path, ref = parse(a.base, a.relative_to)
+        if a.confine:
+            path = confine(a.base, path, a.relative_to)
         skopeo_ref = locate(a.base, transport, path, ref)
         info = inspect(a.base, skopeo_ref)
         digest = info.get("Digest", "")
@@ -284,7 +332,9 @@ def main(argv) -> int:
             out.update(check_root(a.base, root))
             out["rootfs"] = root
     except Refused as e:
-        print(f"base: {e}", file=sys.stderr)
+        # A base's os-release, tags and refs and skopeo's and umoci's stderr
+        # are the base's bytes: escaped for the terminal.
+        print(f"base: {termsafe.escape(str(e))}", file=sys.stderr)
         return 1
     json.dump(out, sys.stdout, sort_keys=True)
     print()

@@ -21,7 +21,9 @@ for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
 done
 [ -d "$TEMPLATE" ] || die "template=$TEMPLATE: not a directory"
-[ -f "$TEMPLATE/template.conf" ] || die "template=$TEMPLATE: no template.conf in it (see template/README.md)"
+# Whether it is a regular file of the directory is e2b-template's check (a symlink, a fifo: refused, named).
+[ -e "$TEMPLATE/template.conf" ] || [ -L "$TEMPLATE/template.conf" ] ||
+    die "template=$TEMPLATE: no template.conf in it (see template/README.md)"
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
@@ -43,12 +45,13 @@ name=$(field name)
 base=$(field base)
 [ -z "${BASE:-}" ] || die "base=$BASE and template=$TEMPLATE together: a template names its base in its template.conf"
 # Builder mode: an image of one's own (a path relative to the template
-# directory) gets e2b-rt's runtime, then the template on top.
+# directory, confined to it: builder_base.py --confine) gets e2b-rt's
+# runtime, then the template on top.
 flavor=$base
 case "$base" in
     oci:*|docker-archive:*)
         flavor=e2b-rt
-        export BASE=$base BASE_RELATIVE_TO=$TEMPLATE ;;
+        export BASE=$base BASE_RELATIVE_TO=$TEMPLATE BASE_CONFINE=1 ;;
 esac
 
 # The staged layer: the files at their destinations (mode set; owners and
@@ -62,7 +65,7 @@ mkdir -p "$out"
 args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
       --finalize-script "$here/template.finalize")
 for p in $(field packages); do args+=(--volatile-package "$p"); done
-echo "template: $name on $base -> $out" >&2
+echo "template: $name on $("$PYTHON" "$here/termsafe.py" "$base") -> $out" >&2
 export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
     bash "$here/repro.sh"

@@ -288,6 +288,21 @@ static int set_string(char **dst, const char *v)
 	return (*dst = strdup(v)) ? 0 : -ENOMEM;
 }
 
+/* A flavor (the caller checks which), or an image of one's own: oci:PATH[:REF]
+ * or docker-archive:FILE with PATH inside the template directory. Relative
+ * and without '..' here; os-image/builder_base.py --confine checks it again
+ * with its symlinks resolved. An image elsewhere on the build machine (another
+ * tenant's) is the operator's to give, as base= on the command line. */
+static int parse_base(struct template_conf *c, const char *v, unsigned line, struct tpl_error *err)
+{
+	const char *path = !strncmp(v, "oci:", 4) ? v + 4 : !strncmp(v, "docker-archive:", 15) ? v + 15 : NULL;
+
+	if (path && (!path[0] || path[0] == '/' || !clean_components(path)))
+		return fail(err, line, "base", "PATH must be relative, inside the template directory (no '..', '.' "
+			    "or empty parts; copy the image there): '%s'", path);
+	return set_string(&c->base, v);
+}
+
 static int parse_value(struct template_conf *c, enum key k, char *v, unsigned line, struct tpl_error *err)
 {
 	switch (k) {
@@ -299,7 +314,7 @@ static int parse_value(struct template_conf *c, enum key k, char *v, unsigned li
 		return set_string(&c->name, v);
 	case K_BASE:
 		c->line_base = line;
-		return set_string(&c->base, v);
+		return parse_base(c, v, line, err);
 	case K_DESCRIPTION:
 		return set_string(&c->description, v);
 	case K_PACKAGES:

@@ -99,6 +99,16 @@ int main(void)
 	rejects("memory below 128", GOOD "memory_mb = 64\n", 3, "memory_mb", "128..65536");
 	rejects("a bad restart", GOOD "start = x\nrestart = sometimes\n", 4, "restart", "always, on-failure or no");
 	rejects("restart without start", GOOD "restart = always\n", 3, "restart", "without a start");
+	ok(parse("name = web\nbase = oci:images/app:v2\n", &c, &err) == 0 && strcmp(c.base, "oci:images/app:v2") == 0,
+	   "an image base inside the template directory");
+	tpl_free(&c);
+	rejects("an absolute oci base", "name = web\nbase = oci:/srv/other-tenant/app:v1\n", 2, "base",
+		"copy the image there): '/srv/other-tenant/app:v1'");
+	rejects("an oci base with ..", "name = web\nbase = oci:../other/app\n", 2, "base", "no '..'");
+	rejects("an oci base with .. inside", "name = web\nbase = oci:a/../../b\n", 2, "base", "no '..'");
+	rejects("an absolute docker archive", "name = web\nbase = docker-archive:/tmp/x.tar\n", 2, "base",
+		"PATH must be relative");
+	rejects("an empty oci path", "name = web\nbase = oci:\n", 2, "base", "PATH must be relative");
 	rejects("a timeout without a check", GOOD "ready_timeout = 5\n", 3, "ready_timeout", "without a ready check");
 	return tap_done();
 }

@@ -8,13 +8,16 @@
  * Exit 0 and JSON on stdout; 1 on a bad template (one message naming the
  * file, the line and the key); 2 on bad usage. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cleanup.h"
 #include "conf.h"
 #include "fileio.h"
 #include "files.h"
@@ -46,6 +49,44 @@ static int valid_base(const char *base, const char *flavors)
 	if (!strncmp(base, "docker-archive:", 15))
 		return base[15] != '\0';
 	return is_flavor(flavors, base);
+}
+
+/* DIR/template.conf, a regular file in the directory itself. A symlink (to
+ * a file of the build machine, say) or a fifo is refused before a byte is
+ * read: the parser's messages quote the lines they refuse, which must never
+ * be another file's. -ELOOP: a symlink; -EINVAL: not a regular file. */
+static int read_conf(const char *dir, char **buf, size_t *len)
+{
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	if (dfd < 0)
+		return -errno;
+	/* O_NONBLOCK: opening a fifo must not wait for a writer. */
+	fd = openat(dfd, "template.conf", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	return read_small_fd(fd, TPL_MAX_BYTES, buf, len);
+}
+
+static const char *read_conf_error(int r)
+{
+	switch (r) {
+	case -EFBIG:
+		return "larger than 256 KiB";
+	case -ELOOP:
+		return "a symlink; template.conf must be a regular file in the template directory itself "
+		       "(copy it there)";
+	case -EINVAL:
+		return "not a regular file; template.conf must be a regular file in the template directory";
+	default:
+		return strerror(-r);
+	}
 }
 
 static json_t *to_json(const struct template_conf *c, char **resolved)
@@ -162,9 +203,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(conf_path, sizeof(conf_path), "%s/template.conf", dir);
-	r = read_small_file(conf_path, TPL_MAX_BYTES, &buf, &len);
+	r = read_conf(dir, &buf, &len);
 	if (r < 0) {
-		log_error("%s: %s", conf_path, r == -EFBIG ? "larger than 256 KiB" : strerror(-r));
+		log_error("%s: %s", conf_path, read_conf_error(r));
 		free(dir);
 		return 1;
 	}

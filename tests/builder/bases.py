@@ -17,6 +17,19 @@ tiny_layout(): a stand-in for an image that is not a Debian with apt and
 dpkg (Alpine, distroless, an unsupported release): a one-layer layout of a
 few files, made by hand with umoci, only for the refusals, which read
 nothing but those files.
+
+Hostile bases (issue 37): what a tenant can hand a build host that builds
+as root. escaping_links() are symlinks that lead out of an image root (to
+the build machine's /etc, the checkout), absolute and through `..`;
+apt_escape_layout() puts them where builder_base.py empties apt's state,
+mkosi_escape_layout() where mkosi itself removes files from the build
+machine, finalize_escape_base() (a real Debian base) where mkosi.finalize
+writes;
+escaping_tree() is a fake unpacked root with them where mkosi.finalize
+removes and writes; escape_layout() and escape_tag_archive() carry
+terminal escape sequences in PRETTY_NAME and RepoTags. tree_state() is
+what the tests compare before and after: nothing outside the build may
+change.
 """
 from __future__ import annotations
 
@@ -139,6 +152,12 @@ def tiny_layout(dest: pathlib.Path, files: dict, ref: str = "latest", links: dic
     ({path: symlink target}), nothing else."""
     run("umoci", "init", "--layout", dest)
     run("umoci", "new", "--image", f"{dest}:{ref}")
+    add_layer(dest, ref, files, links)
+    return dest
+
+
+def add_layer(dest: pathlib.Path, ref: str, files: dict, links: dict | None = None) -> None:
+    """One more layer on DEST:REF holding FILES and LINKS (as tiny_layout)."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path, text in sorted(files.items()):
@@ -154,7 +173,6 @@ def tiny_layout(dest: pathlib.Path, files: dict, ref: str = "latest", links: dic
         f.write(raw.getvalue())
         f.flush()
         run("umoci", "raw", "add-layer", "--image", f"{dest}:{ref}", f.name)
-    return dest
 
 
 def docker_archive(layout: pathlib.Path, ref: str, dest: pathlib.Path, tag: str) -> pathlib.Path:
@@ -170,6 +188,123 @@ def archive_tag(archive: pathlib.Path) -> str:
     than spell a registry's name)."""
     with tarfile.open(archive) as t:
         return json.load(t.extractfile("manifest.json"))[0]["RepoTags"][0]
+
+
+# A window title, a bell, "clear the screen" and a C1 CSI ("red"): what a
+# hostile base puts where the build prints it.
+ESCAPES = "\x1b]0;e2b-owned\x07\x1b[2J\u009b31m"
+DEBIAN_TRIXIE = {"/usr/bin/dpkg": "#!/bin/sh\n", "/usr/bin/apt-get": "#!/bin/sh\n", "/var/lib/dpkg/status": "",
+                 "/etc/os-release": "ID=debian\nVERSION_CODENAME=trixie\n"}
+
+
+def escaping_links(outside: pathlib.Path, where: str) -> dict:
+    """{path in an image: symlink target} leading out of the image's root to
+    OUTSIDE (a directory standing for the build machine's files and the
+    checkout), absolute or climbing with `..`. WHERE "apt": apt's state, as
+    reproduced (`var/lib -> /etc`); "finalize": what mkosi.finalize empties
+    and writes (`usr/share/lintian -> /work/src`, the checkout in mkosi's
+    script sandbox)."""
+    up = "../" * 12 + str(outside).lstrip("/")
+    if where == "apt":
+        return {"/var/lib": f"{outside}/etc", "/var/cache": f"{up}/cache"}
+    return {"/usr/share/lintian": f"{outside}/checkout", "/usr/share/man": f"{up}/checkout",
+            "/etc/machine-id": f"{outside}/checkout/Makefile", "/etc/.updated": f"{up}/checkout/README.md"}
+
+
+def outside_files(outside: pathlib.Path) -> pathlib.Path:
+    """OUTSIDE filled with what escaping_links() aims at: an apt state and
+    cache, and a checkout's files."""
+    for rel, text in {"etc/apt/sources.list": "deb the build machine's own\n",
+                      "etc/apt/lists/keep": "x\n", "etc/apt/extended_states": "x\n", "cache/apt/archives/keep.deb": "x\n",
+                      "checkout/Makefile": "all:\n", "checkout/README.md": "# the checkout\n",
+                      "checkout/sub/file": "x\n"}.items():
+        (outside / rel).parent.mkdir(parents=True, exist_ok=True)
+        (outside / rel).write_text(text)
+    return outside
+
+
+def tree_state(top: pathlib.Path) -> dict:
+    """Everything under TOP (itself included): type, mode, owner and bytes
+    or link target of each path; equal before and after means untouched."""
+    state = {}
+    for p in [top, *sorted(top.rglob("*"))]:
+        st = p.lstat()
+        what = (os.readlink(p) if p.is_symlink() else
+                hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "")
+        state[str(p.relative_to(top))] = (st.st_mode, st.st_uid, st.st_gid, what)
+    return state
+
+
+def apt_escape_layout(dest: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
+    """DEST: a layout whose /var/lib and /var/cache lead to OUTSIDE, where
+    builder_base.py empties var/lib/apt and var/cache/apt on unpacking; it
+    is refused after the unpack (the test is cheap)."""
+    return tiny_layout(dest, {"/etc/os-release": DEBIAN_TRIXIE["/etc/os-release"]},
+                       links=escaping_links(outside, "apt"))
+
+
+def mkosi_escape_layout(dest: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
+    """DEST: a base that passes the other checks, whose /var/lib/dbus leads
+    to OUTSIDE/dbus (with a machine-id): mkosi removes
+    /var/lib/dbus/machine-id from the build machine, outside any sandbox."""
+    (outside / "dbus").mkdir(parents=True, exist_ok=True)
+    (outside / "dbus/machine-id").write_text("the build machine's\n")
+    return tiny_layout(dest, DEBIAN_TRIXIE, links={"/var/lib/dbus": f"{outside}/dbus"})
+
+
+def escaping_tree(root: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
+    """ROOT: a fake unpacked image root with escaping_links() to OUTSIDE,
+    and the few files mkosi.finalize reads (its dpkg list, shadow, git)."""
+    for rel, text in {"etc/dpkg/dpkg.cfg.d/02-e2b-git-server": (ROOT / "os-image/mkosi.extra/etc/dpkg/dpkg.cfg.d/"
+                                                                "02-e2b-git-server").read_text(),
+                      "etc/shadow": "root:*:20000:0:99999:7:::\n", "etc/passwd-": "old\n",
+                      "usr/bin/git": "git\n", "usr/lib/git-core/git": "git\n", "usr/lib/git-core/git-shell": "x\n",
+                      "usr/share/doc/git/copyright": "c\n", "tmp/scratch": "x\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    os.symlink("../../common-licenses/GPL-2", root / "usr/share/doc/git/COPYING")
+    for path, target in escaping_links(outside, "finalize").items():
+        (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, root / path.lstrip("/"))
+    return root
+
+
+def finalize_escape_base(dest: pathlib.Path, target: str) -> pathlib.Path:
+    """DEST: the Debian base (debian_base) with one more layer in which
+    /etc/.updated and /var/.updated, which mkosi.finalize writes, are
+    symlinks to TARGET/precious and TARGET/sub/file (TARGET absolute:
+    /work/src/… is the checkout in mkosi's script sandbox). No package owns
+    either path and nothing before finalize writes them, so the links are
+    still there when finalize runs."""
+    debian_base(dest)
+    add_layer(dest, REF, {}, links={"/etc/.updated": f"{target}/precious", "/var/.updated": f"{target}/sub/file"})
+    return dest
+
+
+def escape_layout(dest: pathlib.Path, debian: bool) -> pathlib.Path:
+    """DEST: a layout with dpkg's and apt's files whose PRETTY_NAME carries
+    ESCAPES: with DEBIAN, trixie's (it passes builder_base.py's checks),
+    else Fedora's ID (refused, naming PRETTY_NAME)."""
+    osr = DEBIAN_TRIXIE["/etc/os-release"] if debian else "ID=fedora\n"
+    return tiny_layout(dest, {**DEBIAN_TRIXIE, "/etc/os-release": f'{osr}PRETTY_NAME="Evil {ESCAPES} Linux"\n'})
+
+
+def escape_tag_archive(layout: pathlib.Path, ref: str, dest: pathlib.Path) -> pathlib.Path:
+    """DEST: LAYOUT's REF as a docker archive whose manifest.json RepoTags
+    carry ESCAPES (docker save writes what it is given there)."""
+    plain = dest.with_suffix(".plain.tar")
+    docker_archive(layout, ref, plain, "team/app:1")
+    with tarfile.open(plain) as src, tarfile.open(dest, "w") as out:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name == "manifest.json":
+                entries = json.loads(data)
+                entries[0]["RepoTags"] = [f"team/app{ESCAPES}:1"]
+                data = json.dumps(entries).encode()
+                m.size = len(data)
+            out.addfile(m, io.BytesIO(data) if data is not None else None)
+    plain.unlink()
+    return dest
 
 
 if __name__ == "__main__":

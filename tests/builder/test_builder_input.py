@@ -7,6 +7,7 @@ standing in for Alpine, distroless and other distributions (only their
 /etc/os-release and the presence of dpkg and apt are read)."""
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_os_release_not_served(tmp_path, fields, expect):
 def test_template_with_an_image_base_and_base_knob(tmp_path, debian):
     d = tmp_path / "tpl"
     d.mkdir()
-    (d / "template.conf").write_text(f"name = mine\nbase = oci:{debian}:v1\n")
+    (d / "template.conf").write_text("name = mine\nbase = oci:app:v1\n")
     out = tmp_path / "out"
     cp = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "image", f"template={d}",
                          f"base=oci:{debian}:v1", f"out={out}"], capture_output=True, text=True, timeout=300)
@@ -161,3 +162,38 @@ def test_docker_archive_accepted_with_its_tag_and_digest(tmp_path, debian):
     # The unpacked base is not left behind (it is the build's to remove).
     assert not pathlib.Path(base["rootfs"]).exists()
     shutil.rmtree(out)
+
+
+# Issue 37, finding 7: a base's bytes reach the operator's terminal escaped
+# (os-image/termsafe.py), never as the escape sequences they are.
+ESCAPED = r"\x1b]0;e2b-owned\x07\x1b[2J\xc2\x9b31m"
+
+
+def assert_no_terminal_controls(text: str) -> None:
+    bad = sorted({c for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f})
+    assert not bad, f"raw control characters {bad} in: {text[-2000:]!r}"
+
+
+def test_escape_sequences_of_a_refused_base_are_escaped(tmp_path):
+    layout = bases.escape_layout(tmp_path / "evil", debian=False)
+    stderr = refused(tmp_path, f"oci:{layout}",
+                     f"base: base oci:{layout}: its /etc/os-release says Evil {ESCAPED} Linux (ID=fedora), not Debian")
+    assert_no_terminal_controls(stderr)
+
+
+def test_escape_sequences_of_an_accepted_base_are_escaped(tmp_path):
+    """A base that passes the checks (a stand-in with dpkg's and apt's files
+    and trixie's os-release) in a docker archive whose RepoTags and
+    PRETTY_NAME carry escapes: build.sh names it escaped. Offline with an
+    empty cache, the build then stops at the first pinned artifact."""
+    layout = bases.escape_layout(tmp_path / "evil", debian=True)
+    archive = bases.escape_tag_archive(layout, "latest", tmp_path / "evil.tar")
+    out = tmp_path / "out"
+    cp = testimages.make("e2b-rt", out, "image-preflight", f"base=docker-archive:{archive}", "offline=1",
+                         recipes=testimages.SHIPPED_RECIPES, cache=tmp_path / "cache", timeout=600)
+    assert cp.returncode != 0 and "image: mkosi:" not in cp.stderr
+    assert re.search(rf"image: base: docker-archive:{re.escape(str(archive))} = "
+                     rf"team/app{re.escape(ESCAPED)}:1@sha256:[0-9a-f]{{64}} \(Evil {re.escape(ESCAPED)} Linux\)\n",
+                     cp.stderr), cp.stderr[-3000:]
+    assert_no_terminal_controls(cp.stderr)
+    assert not (out / "e2b-rt").exists()

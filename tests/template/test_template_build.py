@@ -104,3 +104,12 @@ def test_build_command_cannot_unguard(tmp_path, web):
     err = failed_build(tmp_path, "run = sed -i 's/49983,//' /etc/e2b/guarded-ports\n", web)
     assert "the template changed or removed the guard" in err and "etc/e2b/guarded-ports: FAILED" in err, \
         err[-3000:]
+
+
+def test_build_command_output_is_escaped(tmp_path, web):
+    """Issue 37, finding 7: what a build command prints (here a window-title
+    escape and a bell) reaches the build log escaped (os-image/termsafe.py),
+    in mkosi's output and in the failure's last lines alike."""
+    err = failed_build(tmp_path, "run = printf 'evil \\033]0;owned\\007 done\\n'; exit 3\n", web)
+    assert "template:   evil \\x1b]0;owned\\x07 done" in err, err[-3000:]
+    assert "\x1b" not in err and "\x07" not in err

@@ -13,6 +13,8 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
+import bases  # noqa: E402
 import testimages  # noqa: E402
 
 ROOT = testimages.ROOT
@@ -81,12 +83,89 @@ def test_missing_file_is_named(tmp_path):
 def test_image_base_that_does_not_exist(tmp_path):
     """Builder mode (tests/builder/ has the rest): a base image that is not
     there stops the build before mkosi, naming it."""
-    missing = tmp_path / "nowhere"
-    d = template_dir(tmp_path, f"name = web\nbase = oci:{missing}:latest\n")
+    d = template_dir(tmp_path, "name = web\nbase = oci:nowhere:latest\n")
     cp = build(tmp_path, d)
-    assert cp.returncode != 0 and f"base oci:{missing}:latest: {missing} does not exist" in cp.stderr, cp.stderr
+    assert cp.returncode != 0 and f"base oci:nowhere:latest: {d}/nowhere does not exist" in cp.stderr, cp.stderr
     assert "image: mkosi:" not in cp.stderr
     assert not (cp.out / "web").exists()
+
+
+# Issue 37, finding 9: a template's base is inside the template directory,
+# so one tenant's template cannot have another tenant's image unpacked.
+
+@pytest.mark.parametrize("base", ["oci:/srv/other-tenant/app:v1", "oci:../other-tenant/app",
+                                  "oci:images/../../other-tenant/app", "docker-archive:/srv/other-tenant/app.tar"])
+def test_image_base_outside_the_directory_is_refused(tmp_path, base):
+    d = template_dir(tmp_path, f"name = web\nbase = {base}\n")
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    path = base.split(":", 1)[1]
+    assert (f"{d}/template.conf:2: key 'base': PATH must be relative, inside the template directory "
+            f"(no '..', '.' or empty parts; copy the image there): '{path}'") in cp.stderr, cp.stderr
+    assert "mkosi" not in cp.stderr and not (cp.out / "web").exists()
+
+
+@pytest.fixture
+def other_tenant(tmp_path):
+    """Another tenant's image on the build machine: a layout whose os-release
+    would show in a refusal if it were unpacked."""
+    return bases.tiny_layout(tmp_path / "other-tenant" / "app", {
+        "/etc/os-release": 'ID=debian\nPRETTY_NAME="other tenant secret"\n'})
+
+
+def test_image_base_symlinked_out_is_refused(tmp_path, other_tenant):
+    d = template_dir(tmp_path, "name = web\nbase = oci:app:latest\n")
+    os.symlink(other_tenant, d / "app")
+    before = bases.tree_state(other_tenant)
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert (f"base: base oci:app:latest: {d}/app leads outside the template directory {d} (to {other_tenant}); "
+            "a template's base must be inside its directory: copy the image there") in cp.stderr, cp.stderr
+    assert "other tenant secret" not in cp.stderr and "image: mkosi:" not in cp.stderr
+    assert bases.tree_state(other_tenant) == before and not (cp.out / "web").exists()
+
+
+def test_image_base_with_a_blob_symlinked_out_is_refused(tmp_path, other_tenant):
+    """A layout of its own whose blobs are the other tenant's (content
+    addressed: the same digest names the same layer)."""
+    d = template_dir(tmp_path, "name = web\nbase = oci:app:latest\n")
+    shutil.copytree(other_tenant, d / "app")
+    blobs = sorted((d / "app/blobs/sha256").iterdir())
+    blobs[0].unlink()
+    os.symlink(other_tenant / "blobs/sha256" / blobs[0].name, blobs[0])
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert (f"base: base oci:app:latest: {blobs[0]} is a symlink to {other_tenant}/blobs/sha256/{blobs[0].name}, "
+            f"outside the template directory {d}") in cp.stderr, cp.stderr
+    assert "other tenant secret" not in cp.stderr and not (cp.out / "web").exists()
+
+
+# Issue 37, finding 8: template.conf is a regular file of the directory; the
+# parser, which quotes a bad line, never reads another file.
+
+def test_symlinked_template_conf_is_refused(tmp_path):
+    secret = tmp_path / "host-file"
+    secret.write_text("host-secret-line-without-an-equals-sign\n")
+    d = template_dir(tmp_path, "")
+    (d / "template.conf").unlink()
+    os.symlink(secret, d / "template.conf")
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert (f"e2b-template: {d}/template.conf: a symlink; template.conf must be a regular file in the template "
+            "directory itself (copy it there)") in cp.stderr, cp.stderr
+    assert "host-secret" not in cp.stderr and not (cp.out / "web").exists()
+
+
+def test_fifo_template_conf_is_refused_without_waiting(tmp_path, tools):
+    """A fifo (or any file that is not regular) is refused at once; reading
+    it would wait for a writer, or read what another process writes."""
+    d = tmp_path / "tpl"
+    d.mkdir()
+    os.mkfifo(d / "template.conf")
+    cp = tools.run("e2b-template", "--dir", d, "--flavors", "e2b-rt e2b-ci", timeout=30)
+    assert cp.returncode == 1
+    assert cp.stderr == (f"e2b-template: {d}/template.conf: not a regular file; template.conf must be a regular "
+                         "file in the template directory\n")
 
 
 def test_directory_without_template_conf(tmp_path):
