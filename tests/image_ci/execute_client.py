@@ -1,7 +1,8 @@
 """Test helper: runs each case of a JSON file [{"name", "code"}] through the
 e2b code interpreter's POST /execute on 127.0.0.1:49999 (the default python
-context, as the SDK's run_code does) and prints one JSON object: for each
-name, its stdout, stderr, results and error, as the server streamed them."""
+context, as the SDK's run_code does; execute() also takes a context's id) and
+prints one JSON object: for each name, its stdout, stderr, results and error,
+as the server streamed them."""
 import json
 import sys
 import urllib.request
@@ -9,8 +10,9 @@ import urllib.request
 URL = "http://127.0.0.1:49999/execute"
 
 
-def execute(code, timeout=600):
-    req = urllib.request.Request(URL, data=json.dumps({"code": code}).encode(),
+def execute(code, timeout=600, context_id=None):
+    body = {"code": code, "context_id": context_id} if context_id else {"code": code}
+    req = urllib.request.Request(URL, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     out = {"stdout": "", "stderr": "", "results": [], "error": None, "ended": False}
     with urllib.request.urlopen(req, timeout=timeout) as resp:

@@ -20,6 +20,7 @@ PATCH_NAMES = [
     "0005-jupyter-kernelspecs-without-ipython.patch",
     "0006-api-server-starts-beside-jupyter.patch",
     "0007-timeouts-named-when-invalid.patch",
+    "0008-interrupted-run-leaves-context-usable.patch",
 ]
 
 
@@ -74,6 +75,13 @@ def test_patches_apply_to_upstreams_real_tree(tmp_path):
     assert 'KERNEL_START_TIMEOUT = seconds_from_env("E2B_CI_KERNEL_START_TIMEOUT", 240)' in startup
     assert 'JUPYTER_START_TIMEOUT = seconds_from_env("E2B_CI_JUPYTER_START_TIMEOUT", 180)' in startup
     assert "float(os.environ" not in startup
+    # 0008: a disconnected run holds its context until the kernel is done
+    # with it, shielded from the cancellation; "aborted" ends a request.
+    messaging = (server / "messaging.py").read_text()
+    assert "await finish_uncancelled(settle_abandoned(self, message_id, execution))" in messaging
+    assert "await asyncio.shield(self.interrupt())" not in messaging
+    assert 'in ("abort", "aborted")' in messaging
+    assert "anyio.CancelScope(shield=True)" in (server / "e2b_settle.py").read_text()
     assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
 
 

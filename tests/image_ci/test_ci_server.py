@@ -7,7 +7,10 @@ ExecStart= (stack.sh, unit_cmd.py) in a private network namespace:
 - the server, started before Jupyter, waits for it, and gives up after its
   time-out saying so (PATCHES 0006);
 - E2B's own SDK, @e2b/code-interpreter from npm in debug mode, runs code
-  through it (POST /execute on :49999, then Jupyter, then a kernel).
+  through it (POST /execute on :49999, then Jupyter, then a kernel);
+- a request the kernel aborts is answered, an interrupt of an idle kernel
+  does not reach the next run, and the wait for the kernel's end of an
+  abandoned run outlasts its task's cancellation (PATCHES 0008).
 
 Both need upstream's real server: the stand-in fixture opens no websocket and
 has no /execute, so on a build from the fixture these tests skip and say so.
@@ -157,31 +160,72 @@ def sdk():
     return script
 
 
-def test_e2b_sdk_runs_code_through_the_api_server(upstream_tree, sdk, tmp_path):
-    """Sandbox.create({debug: true}) makes no API call; runCode posts to
-    localhost:49999/execute. The SDK's debug mode would reach envd on
-    localhost:49983 for commands and files; runCode does not, and the API
-    server's own GET /envs there is answered by stack.sh's stand-in."""
-    script = tmp_path / "sdk.sh"
+def run_in_stack(tree, tmp_path, commands, marker):
+    """COMMANDS (bash) run once the stack from TREE is up, in a namespace of
+    their own; the JSON they printed after MARKER on a line of its own."""
+    script = tmp_path / "in-stack.sh"
     script.write_text(f"""#!/bin/bash
 set -u
 logs=$(mktemp -d)
 . {HERE}/stack.sh
-start_e2b_ci_stack {upstream_tree} "$logs" || {{ echo "STACK down"; tail -20 "$logs"/*.log; exit 1; }}
-timeout 300 node {sdk}
+start_e2b_ci_stack {tree} "$logs" || {{ echo "STACK down"; tail -20 "$logs"/*.log; exit 1; }}
+{commands}
 rc=$?
 echo "--- server log"; grep -v '^DEBUG' "$logs/server.log" | tail -20
 exit $rc
 """)
     cp = in_namespace(["bash", script], timeout=600)
-    assert cp.returncode == 0, cp.stdout[-4000:] + cp.stderr[-3000:]
-    line = next(l for l in cp.stdout.splitlines() if l.startswith("SDK "))
-    got = json.loads(line[4:])
+    output = cp.stdout[-4000:] + cp.stderr[-3000:]
+    assert cp.returncode == 0, output
+    line = next((l for l in cp.stdout.splitlines() if l.startswith(marker + " ")), None)
+    assert line, output
+    got = json.loads(line[len(marker) + 1:])
     print(got)
+    return got
+
+
+def test_e2b_sdk_runs_code_through_the_api_server(upstream_tree, sdk, tmp_path):
+    """Sandbox.create({debug: true}) makes no API call; runCode posts to
+    localhost:49999/execute. The SDK's debug mode would reach envd on
+    localhost:49983 for commands and files; runCode does not, and the API
+    server's own GET /envs there is answered by stack.sh's stand-in."""
+    got = run_in_stack(upstream_tree, tmp_path, f"timeout 300 node {sdk}", "SDK")
     assert got["sum"] == {"text": "2", "error": None}
     assert got["print"]["stdout"] == ["hello from cpython\n"] and got["print"]["error"] is None
     assert got["state"] == {"text": "42"}
     assert got["error"] == {"name": "ZeroDivisionError"}
+
+
+def test_kernel_side_of_an_interrupted_run(upstream_tree, tmp_path):
+    """PATCHES 0008, the kernel's side (the SDKs' own case is tests/sdk,
+    ci_timeout_recovers): a request that ipykernel aborts because a cell
+    before it failed (stop_on_error; ipykernel answers "aborted") ends with
+    ExecutionAborted instead of staying open, and the context still works;
+    an interrupt that reaches an idle kernel does not reach the next run."""
+    got = run_in_stack(upstream_tree, tmp_path,
+                       f'cp {HERE}/kernel_cases.py {HERE}/execute_client.py "$E2B_CI_TREE/tmp/"\n'
+                       "e2b_ci_as_user /usr/lib/e2b-code-interpreter/venv/bin/python /tmp/kernel_cases.py",
+                       "KERNEL-CASES")
+    assert got == {
+        "queued_behind_failing_cell": {"text": None, "error": "ExecutionAborted", "ended": True},
+        "after_abort": {"text": "4", "error": None, "ended": True},
+        "idle_interrupt_status": 204,
+        "after_idle_interrupt": {"text": "4", "error": None, "ended": True},
+    }
+
+
+def test_settle_finishes_although_its_task_is_cancelled(upstream_tree):
+    """PATCHES 0008: the wait that holds a context's lock until the kernel is
+    done runs to its end under both kinds of cancellation (upstream's
+    asyncio.shield returned at once under the first, and its caller went on
+    under the second), with the tree's own python and anyio."""
+    cp = run(["chroot", "--userspec=1000:1000", upstream_tree, "/usr/bin/env", "-i", "HOME=/tmp",
+              "PATH=/usr/bin:/bin", "/usr/lib/e2b-code-interpreter/venv/bin/python", "-"],
+             input=(HERE / "settle_cases.py").read_text(), timeout=60)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    got = json.loads(cp.stdout.partition("SETTLE-CASES ")[2])
+    assert got == {"cancel_scope": ["work done", "caller re-raises", "group ended"],
+                   "task_cancel": ["work done", "caller re-raises", "caller cancelled"]}
 
 
 def test_unit_cmd_is_the_units_own_command(tmp_path):

@@ -172,6 +172,10 @@ CI_EXPECTED = {
     "ci_restart": {"before": "7", "afterError": "NameError"},
     # run_code's own timeout raises the SDK's timeout error.
     "ci_timeout": {"timedOut": True},
+    # After a run cut off by its timeout, the same context answers the next
+    # run at once, and the cut-off run's envs are gone (PATCHES 0008).
+    "ci_timeout_recovers": {"timedOut": True, "next": {"text": "4", "error": None},
+                            "third": {"text": "unset", "error": None}},
 }
 
 

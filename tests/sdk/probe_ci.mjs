@@ -81,6 +81,31 @@ cases.ci_timeout = async () => {
   }
 }
 
+// A run cut off by its timeout leaves its context usable: the next run
+// answers at once (bounded by 20 s, so that a regression fails here
+// instead of waiting out the SDK's default timeout), and the cut-off run's
+// envs are gone.
+cases.ci_timeout_recovers = async () => {
+  const ctx = await sbx.createCodeContext()
+  let timedOut = false
+  try {
+    await sbx.runCode('import time\ntime.sleep(30)', { context: ctx, timeoutMs: 2000, envs: { E2B_CI_CUT_OFF: 'set' } })
+  } catch (e) {
+    timedOut = e instanceof TimeoutError
+  }
+  const observe = async (code) => {
+    try {
+      const ex = await sbx.runCode(code, { context: ctx, timeoutMs: 20000 })
+      return { text: ex.text ?? null, error: ex.error ? ex.error.name : null }
+    } catch (e) {
+      return { text: null, error: e instanceof TimeoutError ? 'TimeoutError' : String(e) }
+    }
+  }
+  const next = await observe('2+2')
+  const third = await observe('import os\nos.environ.get("E2B_CI_CUT_OFF", "unset")')
+  return { timedOut, next, third }
+}
+
 for (const [name, run] of Object.entries(cases)) {
   let obs
   try { obs = await run() } catch (e) { obs = { error: String(e && e.stack ? e.stack : e) } }

@@ -89,8 +89,33 @@ def ci_timeout():
         return {"timedOut": True}
 
 
+def ci_timeout_recovers():
+    """A run cut off by its timeout leaves its context usable: the next run
+    answers at once (bounded by 20 s, so that a regression fails here
+    instead of waiting out the SDK's default timeout), and the cut-off run's
+    envs are gone."""
+    sbx = state["sbx"]
+    ctx = sbx.create_code_context()
+    try:
+        sbx.run_code("import time\ntime.sleep(30)", context=ctx, timeout=2, envs={"E2B_CI_CUT_OFF": "set"})
+        timed_out = False
+    except TimeoutException:
+        timed_out = True
+
+    def observe(code):
+        try:
+            ex = sbx.run_code(code, context=ctx, timeout=20)
+            return {"text": ex.text, "error": ex.error.name if ex.error else None}
+        except TimeoutException:
+            return {"text": None, "error": "TimeoutError"}
+
+    nxt = observe("2+2")
+    third = observe('import os\nos.environ.get("E2B_CI_CUT_OFF", "unset")')
+    return {"timedOut": timed_out, "next": nxt, "third": third}
+
+
 for fn in (ci_run_code, ci_chart, ci_error, ci_contexts, ci_streams, ci_env, ci_dataframe, ci_restart,
-           ci_timeout):
+           ci_timeout, ci_timeout_recovers):
     try:
         obs = fn()
     except Exception:  # noqa: BLE001 - reported, and failed by test_sdk_ci.py
