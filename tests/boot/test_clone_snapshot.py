@@ -26,7 +26,6 @@ import os
 import pathlib
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,8 +38,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent / "ci"))
 sys.path.insert(0, str(HERE.parent / "sdk"))
+sys.path.insert(0, str(HERE.parent / "relay"))
 
 import harness  # noqa: E402
+from relay_helpers import wait_port  # noqa: E402
 import sdk_helpers  # noqa: E402
 import snapshot  # noqa: E402
 import templates  # noqa: E402
@@ -59,13 +60,6 @@ def token_hash(token_file: str) -> str:
     """The document's accessTokenHash for the token in TOKEN_FILE."""
     return hashlib.sha512(pathlib.Path(token_file).read_bytes()).hexdigest()
 
-
-def port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def warm_boot(t: snapshot.Template, template_doc: pathlib.Path, tokens: dict) -> dict:
@@ -131,10 +125,7 @@ def sdk_normal_mode(m: snapshot.Machine, token: str, others: list) -> dict:
                             "--listen", f"127.0.0.1:{port}", "49983"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        while not port_open(port):
-            assert fwd.poll() is None and time.monotonic() < deadline, f"forward did not listen: {fwd.stderr.read()}"
-            time.sleep(0.05)
+        wait_port(port, fwd)
         cp = subprocess.run([str(sdk_helpers.py_sdk()), str(HERE / "clone_sdk_probe.py"), f"http://127.0.0.1:{port}",
                              ENVD_VERSION, token, *others], capture_output=True, text=True, timeout=300)
         if cp.returncode != 0:
