@@ -23,6 +23,7 @@
 #   recipes=DIR [recipes]  pin_mirror=PREFIX...   offline=0|1 [0]   cache [out/cache]
 #   out=DIR [out]          incremental=0|1 [1]    rootfs_headroom_mb [256]
 #   pydeps=pip|debian [pip]      pip_index=URL   (e2b-ci's Python stack)
+#   kernels=LIST [python,javascript,r,bash,java]   (e2b-ci's Jupyter kernels)
 #   pack=0|1 [1]           mkosi_args=...         (bench/image.sh's peer run)
 #   registry tag cert_dir flavors boot_timeout    (ci/ci.mk)   archive=FILE (ci-patch-check)
 #   build=DIR [build]      fuzz_seconds [300]     pytest_args=...

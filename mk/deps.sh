@@ -22,11 +22,15 @@ esac
 pkgs_build="build-essential pkg-config clang libclang-rt-dev
   libcurl4-openssl-dev libssl-dev libnftnl-dev libmnl-dev libsystemd-dev
   libjansson-dev libarchive-dev"
-# Tests and benchmarks: real clients and servers.
+# Tests and benchmarks: real clients and servers. libzmq3-dev and
+# python3-jupyter-client: tests/image_ci/test_ci_ijavascript.py builds the
+# javascript kernel's zmq.node and runs the kernel on the host;
+# default-jre-headless: keytool and java for tests/image_ci/test_ci_java_cacerts.py.
 pkgs_test="python3 python3-pytest python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
   openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
-  docker-registry python3-pip python3-venv nix-bin xz-utils zip socat"
+  docker-registry python3-pip python3-venv nix-bin xz-utils zip socat
+  libzmq3-dev python3-jupyter-client default-jre-headless"
 # Images: mkosi's host tools, OCI tools, the boot test; pip for e2b-ci's
 # wheels (pydeps=pip) and packaging for its constraints generator; binutils
 # strips the debug info some wheels ship (e2b-ci mkosi.postinst); the

@@ -10,6 +10,8 @@
 #   MIRROR SECURITY_MIRROR SNAPSHOT SNAPSHOT_BASE PIN_MIRROR (empty: none)
 #   OFFLINE ROOTFS_HEADROOM_MB SOURCE_DATE_EPOCH (default: the commit's time)
 #   PYDEPS PIP_INDEX (e2b-ci's Python stack, for its prepare.sh)
+#   KERNELS (e2b-ci's Jupyter kernels: a comma list of python, javascript, r,
+#   bash, java; python and javascript are always in; empty: all five)
 #   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
 #   TEMPLATE_JSON (set by os-image/template.sh: a template on FLAVOR, for its labels)
 #   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
@@ -44,6 +46,29 @@ esac
 : "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
 export SOURCE_DATE_EPOCH
 py=$PYTHON
+
+# e2b-ci's kernels (checked for every flavor, so a typo fails at once): the
+# names upstream's make_template(kernels=...) takes, in this order.
+all_kernels=(python javascript r bash java)
+declare -A want_kernel=([python]=1 [javascript]=1)
+IFS=, read -r -a asked <<< "${KERNELS:-python,javascript,r,bash,java}"
+for k in "${asked[@]}"; do
+    k=${k//[[:space:]]/}
+    [ -n "$k" ] || continue
+    case " ${all_kernels[*]} " in
+        *" $k "*) want_kernel[$k]=1 ;;
+        *) die "kernels=$($py "$here/termsafe.py" "$k"): unknown kernel (valid: python, javascript, r, bash, java; python and javascript are always in)" ;;
+    esac
+done
+kernels=()
+for k in "${all_kernels[@]}"; do [ -z "${want_kernel[$k]:-}" ] || kernels+=("$k"); done
+KERNELS=$(IFS=,; echo "${kernels[*]}")
+# mkosi matches a kernel's drop-in (mkosi.profiles/e2b-ci/mkosi.conf.d/) on
+# E2B_CI_KERNEL_<NAME> being set.
+kernel_env=(--environment "E2B_CI_KERNELS=$KERNELS")
+kernel_check=
+[ "$FLAVOR" != e2b-ci ] || kernel_check=1
+for k in "${kernels[@]}"; do kernel_env+=(--environment "E2B_CI_KERNEL_${k^^}=1"); done
 
 # A flavor is a mkosi profile (os-image/mkosi.profiles/<flavor>/), plus,
 # when it needs them, pins and a prepare.sh in os-image/<flavor>/.
@@ -157,7 +182,9 @@ fi
 # 2b. A flavor's own preparation, still before anything slow (e2b-ci unpacks
 # and patches its archive here).
 if [ -x "$flavordir/prepare.sh" ]; then
-    EXTRA=$extra WORK=$work RELEASE=$RELEASE PYDEPS=${PYDEPS:-} PIP_INDEX=${PIP_INDEX:-} "$flavordir/prepare.sh" \
+    EXTRA=$extra WORK=$work RELEASE=$RELEASE PYDEPS=${PYDEPS:-} PIP_INDEX=${PIP_INDEX:-} KERNELS=$KERNELS \
+        TOOLS=$TOOLS RECIPES=$RECIPES CACHE=$CACHE PIN_MIRROR=${PIN_MIRROR:-} OFFLINE=${OFFLINE:-0} \
+        PYTHON=$py "$flavordir/prepare.sh" \
         || die "flavor $FLAVOR: $flavordir/prepare.sh failed (see above); stopping before mkosi"
 fi
 
@@ -225,6 +252,8 @@ elif [ "$INCREMENTAL" = 1 ]; then
     # pydeps=pip installs other packages: its own cache, so the two paths do not evict each other.
     inc=$CACHE/mkosi-incremental/$FLAVOR-$DISTRO-$RELEASE
     if [ "${PYDEPS:-}" = pip ]; then inc=$inc-pip; fi
+    # So does an e2b-ci with fewer kernels than the default.
+    if [ "$FLAVOR" = e2b-ci ] && [ "${#kernels[@]}" != "${#all_kernels[@]}" ]; then inc=$inc-${KERNELS//,/-}; fi
     mkdir -p "$inc"
     incargs=(--incremental yes --cache-dir "$inc")
 fi
@@ -233,6 +262,13 @@ if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
     say "preflight ok: sources, pinned artifacts, envd version and units are ready in $extra"
     exit 0
 fi
+
+# Sources a flavor's prepare.sh hands to its build scripts: WORK/build-sources/NAME
+# is mounted at $SRCDIR/NAME beside the repository (e2b-ci: zeromq's addon).
+buildsrc=$top
+shopt -s nullglob
+for d in "$work"/build-sources/*/; do d=${d%/}; buildsrc+=",$d:${d##*/}"; done
+shopt -u nullglob
 
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
 # mkosi refuses a workspace inside its build sources (the repository).
@@ -245,11 +281,12 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 (cd "$here" && mkosi \
     --profile "$FLAVOR" \
     --environment "E2B_CI_PYDEPS=${PYDEPS:-debian}" \
+    "${kernel_env[@]}" \
     --distribution "$DISTRO" --release "$RELEASE" \
     --source-date-epoch "$SOURCE_DATE_EPOCH" \
     --package-manager-tree "$pkgmngr" \
     --extra-tree "$extra" \
-    --build-sources "$top" \
+    --build-sources "$buildsrc" \
     --package-cache-dir "$CACHE/mkosi/$DISTRO-$RELEASE" \
     --workspace-dir "$ws" \
     --output-dir "$work/mkosi-out" \
@@ -274,5 +311,5 @@ $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVO
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \
     --headroom-mb "$ROOTFS_HEADROOM_MB" --meta "$work/meta.json" \
-    ${base_json:+--base "$base_json"} || die "pack failed"
+    ${base_json:+--base "$base_json"} ${kernel_check:+--kernels "$KERNELS"} || die "pack failed"
 say "done: $OUT/oci $OUT/rootfs.ext4 $OUT/manifest.json"

@@ -26,6 +26,10 @@ rootfs_headroom_mb ?= 256
 # else $PIP_INDEX_URL, else the host's pip configuration) or debian (packages).
 pydeps          ?= pip
 pip_index       ?= $(PIP_INDEX_URL)
+# e2b-ci's Jupyter kernels, as upstream's make_template(kernels=...): a comma
+# list of python, javascript, r, bash, java; python and javascript are always
+# in (os-image/e2b-ci/README.md, "Kernels"). Other flavors check the names only.
+kernels         ?= python,javascript,r,bash,java
 # 0: stop after mkosi, without pack.py (bench/image.sh's peer run).
 pack            ?= $(or $(PACK),1)
 mkosi_args      ?= $(MKOSI_ARGS)
@@ -42,7 +46,7 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         RECIPES='$(abspath $(recipes))' ENVD='$(envd)' GO_TOOLCHAIN='$(go_toolchain)' PIN_MIRROR='$(pin_mirror)' OFFLINE='$(offline)' \
         CACHE='$(abspath $(cache))' TOOLS='$(abspath $(build))' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
-        PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' \
+        PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' KERNELS='$(kernels)' \
         PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)' \
         BASE='$(base)'
 

@@ -7,12 +7,13 @@ Two sets of keys, both as strings:
       base.name, base.digest
   org.e2b-images.*             ours (os-image/README.md, "Labels"):
       name, flavor, distro, envd-version, guarded-ports, vsock-ports,
-      vcpu, memory-mb, ready, ready-timeout
+      kernels (e2b-ci), vcpu, memory-mb, ready, ready-timeout
 
 What the image itself decides is read from the packed tree, so a label can
 never disagree with the image: the envd version from /etc/envd-version, the
 guarded ports from /etc/e2b/guarded-ports, the vsock ports from the socket
-units systemd enables. The rest comes from build.sh's meta file (META_KEYS).
+units systemd enables, the Jupyter kernels from the kernelspecs on Jupyter's
+path (kernels()). The rest comes from build.sh's meta file (META_KEYS).
 `created` is SOURCE_DATE_EPOCH, so the labels keep builds reproducible.
 """
 import argparse
@@ -108,6 +109,31 @@ def vsock_ports(tree: str) -> str:
     return ",".join(str(p) for p in sorted(ports))
 
 
+# Jupyter's kernel directories in an e2b-ci tree, searched as Jupyter searches
+# them (the venv's first), and the names of upstream's make_template(kernels=)
+# for the kernelspecs the server asks for (python3 is reached as "python").
+KERNEL_DIRS = ("usr/lib/e2b-code-interpreter/venv/share/jupyter/kernels",
+               "usr/local/share/jupyter/kernels", "usr/share/jupyter/kernels")
+KERNEL_NAMES = {"python3": "python", "javascript": "javascript", "r": "r", "bash": "bash", "java": "java"}
+KERNEL_ORDER = ("python", "javascript", "r", "bash", "java")
+
+
+def kernels(tree: str) -> list:
+    """The kernels an e2b-ci tree registers: upstream's, in make_template's
+    order, then any other kernelspec (a template's own) by its name, sorted;
+    [] for a tree without Jupyter kernels."""
+    found, others = set(), set()
+    for d in KERNEL_DIRS:
+        path = os.path.join(tree, d)
+        for name in sorted(os.listdir(path)) if os.path.isdir(path) else ():
+            if os.path.isfile(os.path.join(path, name, "kernel.json")):
+                if name in KERNEL_NAMES:
+                    found.add(KERNEL_NAMES[name])
+                else:
+                    others.add(name)
+    return [k for k in KERNEL_ORDER if k in found] + sorted(others)
+
+
 def archive_base(distro: str, release: str, archive: dict) -> tuple[str, str]:
     """A flavor is built from the Debian archive, not from an image: its base
     is that archive's suite, pinned by the sha256 of the InRelease it was
@@ -140,6 +166,7 @@ def labels(tree: str, meta: dict, epoch: int, distro: str, release: str, archive
         PREFIX + "envd-version": envd_version(tree),
         PREFIX + "guarded-ports": guarded_ports(tree),
         PREFIX + "vsock-ports": vsock_ports(tree),
+        PREFIX + "kernels": ",".join(kernels(tree)),
         PREFIX + "vcpu": meta["vcpu"],
         PREFIX + "memory-mb": meta["memory_mb"],
         PREFIX + "ready": meta["ready"],

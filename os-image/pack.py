@@ -293,7 +293,14 @@ def main(argv):
     ap.add_argument("--headroom-mb", type=int, default=256)
     ap.add_argument("--meta", required=True, help="build.sh's label inputs (labels.META_KEYS)")
     ap.add_argument("--base", help="builder mode: os-image/builder_base.py's JSON (the base image)")
+    ap.add_argument("--kernels", help="e2b-ci: the kernels= list the tree must register, in order")
     a = ap.parse_args(argv)
+    tree_kernels = image_labels.kernels(a.tree)
+    ours = [k for k in tree_kernels if k in image_labels.KERNEL_ORDER]
+    if a.kernels is not None and ",".join(ours) != a.kernels:
+        print(f"pack: kernels: {a.tree} registers {','.join(ours) or 'none'} of upstream's kernels, but "
+              f"kernels={a.kernels} was asked for (a kernel's install step failed?)", file=sys.stderr)
+        return 1
     with open(a.archives, encoding="utf-8") as f:
         archive = archive_state(json.load(f), a.apt_lists)
     try:
@@ -324,6 +331,8 @@ def main(argv):
         "labels": labels,
         "outputs": {"oci": oci, "rootfs.ext4": ext4},
     }
+    if tree_kernels:
+        manifest["kernels"] = tree_kernels
     if venv := venv_packages(a.tree):
         manifest["python_packages"] = venv
     if a.base:

@@ -53,6 +53,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "code-interpreter"
 FIXTURE_COMMIT = "0" * 39 + "1"
 FIXTURE_TOP = f"code-interpreter-{FIXTURE_COMMIT}"
 SHIPPED_CI_LOCK = ROOT / "recipes" / "code-interpreter.lock"
+SHIPPED_IJS_LOCK = ROOT / "recipes" / "ijavascript.lock"
 UPSTREAM_DIR = pathlib.Path(os.environ.get("E2B_UPSTREAM_DIR", ROOT.parent / "shared" / "upstream"))
 
 
@@ -85,6 +86,17 @@ def upstream_archive() -> pathlib.Path | None:
     commit = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")["version"]
     p = UPSTREAM_DIR / f"code-interpreter-{commit}.tar.gz"
     return p if p.is_file() else None
+
+
+def ijavascript_archives() -> dict[str, pathlib.Path]:
+    """The git archives of recipes/ijavascript.lock's three trees that are at
+    hand, by stanza name (ijavascript, nel, ijavascript-babel)."""
+    found = {}
+    for name in ("ijavascript", "nel", "ijavascript-babel"):
+        p = UPSTREAM_DIR / f"{name}-{lock_stanza(SHIPPED_IJS_LOCK, name)['version']}.tar.gz"
+        if p.is_file():
+            found[name] = p
+    return found
 
 
 def envd_source_archive() -> pathlib.Path:
@@ -218,6 +230,9 @@ def fill_pin_mirror(mirror: pathlib.Path) -> None:
     if ci:
         ci_pin = lock_stanza(SHIPPED_CI_LOCK, "code-interpreter")
         shutil.copyfile(ci, mirror / "tree" / tree_pin_hex(ci_pin["tree_sha256"]))
+    for name, archive in ijavascript_archives().items():
+        pin = lock_stanza(SHIPPED_IJS_LOCK, name)["tree_sha256"]
+        shutil.copyfile(archive, mirror / "tree" / tree_pin_hex(pin))
 
 
 class Sources:
@@ -350,6 +365,9 @@ def check_labels(built: "Built", name: str, flavor: str, vsock_ports: str) -> di
     assert labels[ours + "name"] == name and labels[ours + "flavor"] == flavor
     assert labels[ours + "guarded-ports"] == "49983,49999,8888"
     assert labels[ours + "vsock-ports"] == vsock_ports
+    # The kernels, read from the image's kernelspecs: the manifest's list; none for e2b-rt.
+    assert labels.get(ours + "kernels", "") == ",".join(m.get("kernels", []))
+    assert flavor == "e2b-ci" or "kernels" not in m
     assert int(labels[ours + "vcpu"]) >= 1 and int(labels[ours + "memory-mb"]) >= 128
     assert labels[ours + "ready"].split()[0] in ("port", "url", "process", "file", "command")
     assert int(labels[ours + "ready-timeout"]) >= 1
@@ -408,3 +426,37 @@ if __name__ == "__main__":
         print(f"e2b-ci code-interpreter: {sources().ci_source}; {cp.seconds:.0f}s", file=sys.stderr)
     sources().close()
     sys.exit(cp.returncode)
+
+
+# e2b-ci's kernels (build.sh's kernels=, upstream's make_template order) and
+# the kernelspec name upstream's server asks Jupyter for, for each.
+CI_KERNELS = {"python": "python3", "javascript": "javascript", "r": "r", "bash": "bash", "java": "java"}
+# Jupyter's data path in an e2b-ci tree, first match wins (the venv's, then the system's).
+CI_KERNELSPEC_DIRS = ("usr/lib/e2b-code-interpreter/venv/share/jupyter/kernels",
+                      "usr/local/share/jupyter/kernels", "usr/share/jupyter/kernels")
+
+
+def ci_kernelspecs(tree: pathlib.Path) -> dict:
+    """TREE's kernelspecs on Jupyter's path, by name: the parsed kernel.json
+    of the first directory that has one (as `jupyter kernelspec list`)."""
+    specs = {}
+    for d in CI_KERNELSPEC_DIRS:
+        for spec in sorted((tree / d).glob("*/kernel.json")):
+            specs.setdefault(spec.parent.name, json.loads(spec.read_text()))
+    return specs
+
+
+def ci_kernels(tree: pathlib.Path) -> list:
+    """The kernels= names TREE serves, in build.sh's order, from its kernelspecs."""
+    specs = ci_kernelspecs(tree)
+    return [k for k, spec in CI_KERNELS.items() if spec in specs]
+
+
+# The SDK languages each kernel serves (upstream's server sends ts to javascript).
+CI_LANGUAGE_KERNEL = {"python": "python", "js": "javascript", "ts": "javascript", "r": "r", "bash": "bash",
+                      "java": "java"}
+
+
+def ci_languages(kernels) -> list:
+    """The SDK languages beside python that KERNELS (kernels= names) serve."""
+    return [lang for lang, kernel in CI_LANGUAGE_KERNEL.items() if kernel in kernels and lang != "python"]

@@ -30,7 +30,10 @@ stack-table.py). Packages of the closure in DROPPED are left out, each on a
 requirements: a top-level pin missing or at another version than upstream's
 (after the recorded deviations), a recorded deviation that no longer applies,
 a dropped package that is pinned, or a requirement-file digest in the header
-that differs.
+that differs. It also checks the kernels' file beside it (--kernels, default
+e2b-ci-kernels.txt in the output's folder, when there is one; hand-written):
+check-constraints.py --closure on both, so every Requires-Dist recorded for a
+kernel's wheel is pinned in one of the two files, and nothing in both.
 """
 import argparse
 import hashlib
@@ -290,6 +293,17 @@ def check(texts, pins, path):
     return not problems
 
 
+def check_kernels(out, kernels):
+    """The kernels' hand-written file with OUT: check-constraints.py --closure."""
+    cp = subprocess.run([sys.executable, str(HERE / "check-constraints.py"), "--closure", str(out), str(kernels)])
+    if cp.returncode != 0:
+        print(f"constraints-gen: {kernels}: does not agree with {out} (see above; constraints/README.md, "
+              "\"Kernels\")", file=sys.stderr)
+        return False
+    print(f"constraints-gen: {kernels}: every kernel wheel's requirement is pinned")
+    return True
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
@@ -300,12 +314,16 @@ def main(argv):
     ap.add_argument("--index", default=os.environ.get("PIP_INDEX") or None,
                     help="a PEP 503 index (default: pip's own configuration)")
     ap.add_argument("--check", action="store_true", help="offline: fail when the file and upstream disagree")
+    ap.add_argument("--kernels", help="the kernels' file checked with it (default: e2b-ci-kernels.txt beside --output)")
     a = ap.parse_args(argv)
     try:
         texts = read_upstream(a.source, a.archive)
         pins = upstream_pins(texts)
         out = pathlib.Path(a.output)
         if a.check:
+            kernels = pathlib.Path(a.kernels) if a.kernels else out.with_name("e2b-ci-kernels.txt")
+            if (a.kernels or kernels.exists()) and not check_kernels(out, kernels):
+                return 1
             if not check(texts, pins, out):
                 print(f"constraints-gen: {out}: out of date; regenerate with os-image/e2b-ci/constraints-gen.py",
                       file=sys.stderr)

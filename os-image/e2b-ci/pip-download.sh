@@ -1,9 +1,16 @@
 #!/bin/bash
-# pip-download.sh CONSTRAINTS-DIR OUT RELEASE   (pydeps=pip, called by prepare.sh)
+# pip-download.sh CONSTRAINTS-DIR OUT RELEASE [FILE...]   (called by prepare.sh)
 #
-# Checks every constraints/*.txt (fully pinned and hashed), then puts exactly
-# those wheels for the image's CPython into OUT/wheels (and the files into
-# OUT/constraints), before mkosi runs; mkosi.postinst installs them offline.
+# Checks every constraints/*.txt (fully pinned and hashed, and together
+# pinning what the kernels' wheels require), then puts exactly the wheels of
+# FILE... (names in CONSTRAINTS-DIR; default all *.txt) for the image's
+# CPython into OUT/wheels (and the files, as downloaded, into OUT/constraints),
+# before mkosi runs; mkosi.postinst installs them offline. pydeps=pip takes
+# all files; pydeps=debian e2b-ci-kernels.txt alone.
+# KERNELS (comma-separated, build.sh's kernels=): a file's `# kernel: NAME`
+# sections of kernels not listed are left out (unset: all are kept); a file
+# left with no requirement is skipped. Each downloaded wheel's Requires-Dist
+# is checked against its `# requires:` line.
 #
 # Wheels are kept in CACHE/pip-wheels (CACHE from build.sh; default
 # OUT/../pip-cache): online, `pip download --require-hashes` fills it from the
@@ -15,13 +22,33 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?constraints dir} out=${2:?output dir} release=${3:?release}
+shift 3
 
-die() { echo "e2b-ci: pydeps=pip: $*" >&2; exit 1; }
+die() { echo "e2b-ci: pip-download: $*" >&2; exit 1; }
 
 shopt -s nullglob
-files=("$dir"/*.txt)
-[ ${#files[@]} -gt 0 ] || die "no requirement files in $dir"
-"$here/check-constraints.py" "${files[@]}" || die "constraints are not fully pinned and hashed (see above); stopping before mkosi"
+all=("$dir"/*.txt)
+[ ${#all[@]} -gt 0 ] || die "no requirement files in $dir"
+"$here/check-constraints.py" --closure "${all[@]}" || die "constraints are not fully pinned and hashed (see above); stopping before mkosi"
+[ $# -gt 0 ] || set -- "${all[@]##*/}"
+sel=$(mktemp -d)
+log=$sel.log
+trap 'rm -rf "$sel" "$log"' EXIT
+files=()
+for name in "$@"; do
+	[[ $name == *.txt && $name != */* && -f $dir/$name ]] || die "$name: not a requirement file in $dir (one of: ${all[*]##*/})"
+	if [ -n "${KERNELS:-}" ]; then
+		"$here/check-constraints.py" --select-kernels "$KERNELS" "$dir/$name" > "$sel/$name"
+	else
+		cp "$dir/$name" "$sel/$name"
+	fi
+	grep -q '^[A-Za-z0-9][A-Za-z0-9._-]*==' "$sel/$name" && files+=("$sel/$name")
+done
+if [ ${#files[@]} -eq 0 ]; then
+	rm -rf "$out"
+	echo "e2b-ci: pip-download: nothing to download (kernels=${KERNELS:-}: $*)"
+	exit 0
+fi
 
 case $release in
 trixie) pyver=3.13 ;;
@@ -64,8 +91,6 @@ explain() {
 }
 
 mkdir -p "$cache"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 if [ "$offline" != 1 ]; then
 	index=${PIP_INDEX:-$("${pipenv[@]}" $py -m pip config get global.index-url 2>/dev/null || true)}
 	index=${index:-$($py -c 'from pip._internal.models.index import PyPI; print(PyPI.simple_url)')}
@@ -89,4 +114,6 @@ for f in "${files[@]}"; do
 		|| { rm -rf "$out"; explain "$f" "$log" cache; }
 	install -m 0644 "$f" "$out/constraints/"
 done
-echo "e2b-ci: pydeps=pip: $(ls "$out/wheels" | wc -l) wheels for CPython $pyver (cache $cache$([ "$offline" = 1 ] && echo ", offline"))"
+"$here/check-constraints.py" --wheels "$out/wheels" "${all[@]}" ||
+	{ rm -rf "$out"; die "a wheel's requirements differ from its \`# requires:\` line (see above); stopping before mkosi"; }
+echo "e2b-ci: pip-download: $(ls "$out/wheels" | wc -l) wheels of ${files[*]##*/} for CPython $pyver (cache $cache$([ "$offline" = 1 ] && echo ", offline"))"

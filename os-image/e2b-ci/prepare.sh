@@ -7,11 +7,15 @@
 #      tree_sha256 (os-image/e2b-ci/pins puts it in the extra tree),
 #   2. apply PATCHES (apply-patches.sh: fuzz 0, a failing patch is named),
 #   3. lay out what the image ships into the extra tree, and drop the source,
-#   4. pydeps=pip only: check constraints/ and download the pinned wheels.
+#   4. pydeps=pip only: check constraints/ and download the pinned wheels,
+#   5. the kernels beyond python (kernels=): javascript's tree from its pins
+#      and lockfile (ijavascript-stage.sh), with zeromq's source handed to
+#      mkosi.build; the bash and java kernels' wheels (for pydeps=debian too).
 #
-# Environment, from os-image/build.sh (the knobs pydeps= and pip_index= of
-# os-image/image.mk): EXTRA (the extra tree), WORK (scratch), RELEASE,
-# PYDEPS=debian|pip, PIP_INDEX=URL.
+# Environment, from os-image/build.sh (the knobs pydeps=, pip_index= and
+# kernels= of os-image/image.mk): EXTRA (the extra tree), WORK (scratch),
+# RELEASE, PYDEPS=debian|pip, PIP_INDEX=URL, KERNELS (build.sh's checked,
+# ordered list), and for the pins TOOLS RECIPES CACHE PIN_MIRROR OFFLINE.
 # Standalone use (tests, make ci-patch-check): prepare.sh --source DIR
 # --extra DIR --work DIR, with Debian's Python stack unless PYDEPS says otherwise
 # (DIR is a verified tree, e.g. from `pinfetch --lock … --output DIR`; it is copied, not changed).
@@ -81,15 +85,39 @@ chmod -R u=rwX,go=rX "$EXTRA$prefix"
 # 4. pydeps=pip: a venv from constraints/, prepared here (network, before
 # mkosi) and installed offline by mkosi.postinst.
 pydeps=${PYDEPS:-debian}
+kernels=,${KERNELS:-python},
 wheels=$EXTRA/var/lib/e2b-ci-pydeps
 rm -rf "$wheels"
+# The bash and java kernels' wheels (constraints/e2b-ci-kernels.txt, only the
+# sections of the kernels asked for) go into the same venv for both pydeps.
+kernel_wheels=()
+[[ $kernels == *,bash,* || $kernels == *,java,* ]] && kernel_wheels=(e2b-ci-kernels.txt)
 case $pydeps in
-debian) ;;
-pip) PIP_INDEX=${PIP_INDEX:-} "$here/pip-download.sh" "$top/constraints" "$wheels" \
-	"${RELEASE:?pydeps=pip: RELEASE is not set (os-image/build.sh sets it)}"
-	# The constraints (with their recorded deviations) for stack-table.py.
-	install -d -m 0755 "$EXTRA$docdir/constraints"
-	install -m 0644 "$top"/constraints/*.txt "$EXTRA$docdir/constraints/" ;;
+debian) [ ${#kernel_wheels[@]} -eq 0 ] ||
+	KERNELS=${KERNELS:-python} PIP_INDEX=${PIP_INDEX:-} "$here/pip-download.sh" "$top/constraints" "$wheels" \
+		"${RELEASE:?kernels=: RELEASE is not set (os-image/build.sh sets it)}" "${kernel_wheels[@]}" ;;
+pip) KERNELS=${KERNELS:-python} PIP_INDEX=${PIP_INDEX:-} "$here/pip-download.sh" "$top/constraints" "$wheels" \
+	"${RELEASE:?pydeps=pip: RELEASE is not set (os-image/build.sh sets it)}" ;;
 *) die "pydeps=$pydeps: unknown (debian or pip)" ;;
 esac
-echo "e2b-ci: staged code-interpreter into $EXTRA (pydeps=$pydeps)"
+# The constraints as installed (with their recorded deviations), for
+# stack-table.py and the user.
+if [ -d "$wheels/constraints" ]; then
+	install -d -m 0755 "$EXTRA$docdir/constraints"
+	install -m 0644 "$wheels"/constraints/*.txt "$EXTRA$docdir/constraints/"
+fi
+
+# 5. The other kernels. Standalone use (no KERNELS): python only.
+if [[ $kernels == *,javascript,* ]]; then
+	: "${TOOLS:?TOOLS is not set}" "${RECIPES:?RECIPES is not set}" "${CACHE:?CACHE is not set}"
+	WORK=$WORK/ijavascript "$here/ijavascript-stage.sh" || die "javascript: ijavascript could not be staged (see above)"
+	# zeromq's addon is compiled in the image (mkosi.build) from this source.
+	zmq=$WORK/build-sources/e2b-ci-zeromq/node_modules
+	rm -rf "$zmq"
+	mkdir -p "$zmq"
+	for m in zeromq nan; do
+		[ -d "$EXTRA$prefix/ijavascript/node_modules/$m" ] || die "javascript: node_modules/$m was not staged"
+		cp -R "$EXTRA$prefix/ijavascript/node_modules/$m" "$zmq/"
+	done
+fi
+echo "e2b-ci: staged code-interpreter into $EXTRA (pydeps=$pydeps, kernels=${kernels:1:-1})"

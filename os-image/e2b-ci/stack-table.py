@@ -33,6 +33,7 @@ DOC = "usr/share/doc/e2b-code-interpreter"
 BEGIN = "<!-- stack-table: begin (os-image/e2b-ci/stack-table.py --write; do not edit) -->"
 END = "<!-- stack-table: end -->"
 PATHS = ("debian", "pip")
+OTHER = "- outside requirements.txt:"
 DEVIATION = re.compile(r"^# deviation: (\S+) (\S+) -> (\S+) (\S+): (.+)$")
 
 # Upstream's name (normalised) -> (Debian package, import names) or
@@ -131,15 +132,25 @@ class Build:
         self.commit = next((a.get("version", "") for a in self.manifest.get("artifacts", [])
                             if a.get("name") == "code-interpreter"), "")
 
-    def deviations(self):
-        devs = {}
-        # Shipped beside requirements.txt (prepare.sh).
+    def deviation_lines(self):
+        """The recorded deviations (DEVIATION matches), in the constraints
+        shipped beside requirements.txt (prepare.sh)."""
+        out = []
         for f in sorted((self.requirements.parent / "constraints").glob("*.txt")):
-            for line in f.read_text(encoding="utf-8").splitlines():
-                m = DEVIATION.match(line)
-                if m:
-                    devs[normalise(m.group(1))] = m.groups()[2:]
-        return devs
+            out += [m for m in map(DEVIATION.match, f.read_text(encoding="utf-8").splitlines()) if m]
+        return out
+
+    def deviations(self):
+        return {normalise(m.group(1)): m.groups()[2:] for m in self.deviation_lines()}
+
+
+def other_deviations(reqs, builds):
+    """Deviations of what upstream installs outside its requirements.txt (the
+    kernels' packages, constraints/e2b-ci-kernels.txt), one line each, from
+    the constraints the builds ship."""
+    names = {normalise(name) for name, _pin in reqs}
+    found = {m.group(0) for b in builds.values() for m in b.deviation_lines() if normalise(m.group(1)) not in names}
+    return [OTHER + " " + DEVIATION.sub(r"`\1` \2 → `\3` \4: \5", line) for line in sorted(found)]
 
 
 def debian_cell(name, build):
@@ -232,29 +243,34 @@ def table(table_rows, builds):
     return lines, head, body
 
 
-def render(lines, head, body):
+def render(lines, head, body, others=()):
     out = [lines.get(p) for p in PATHS if lines.get(p)] + [""] + head
     out += ["| " + " | ".join(c for c in row) + " |" for row in body]
+    out += ["", *others] if others else []
     return "\n".join(out) + "\n"
 
 
 def parse(text):
     """The README's table, back into (summary lines, rows of cells)."""
-    lines, body = {}, []
+    lines, body, others = {}, [], []
     for line in text.splitlines():
+        if line.startswith(OTHER):
+            others.append(line)
         for p in PATHS:
             if line.startswith(f"pydeps={p}:"):
                 lines[p] = line
         if line.startswith("| ") and not line.startswith("| upstream |"):
             body.append([c.strip() for c in line.strip().strip("|").split(" | ")])
-    return lines, body
+    return lines, body, others
 
 
-def compare(readme_text, lines, body, builds):
+def compare(readme_text, lines, body, builds, others=()):
     """Differences between the README's table and the images, in the columns
     of the paths given (import names only when both are)."""
-    have_lines, have_body = parse(readme_text)
+    have_lines, have_body, have_others = parse(readme_text)
     diffs = [f"summary: README {have_lines.get(p)!r}, image {lines[p]!r}" for p in lines if have_lines.get(p) != lines[p]]
+    diffs += [f"README has {o!r}, the image does not" for o in have_others if o not in others]
+    diffs += [f"the image has {o!r}, the README does not" for o in others if o not in have_others]
     if len(have_body) != len(body):
         return diffs + [f"README has {len(have_body)} rows, the image {len(body)}"]
     cols = [0, 1] + ([2, 3] if "debian" in builds else []) + ([4] if "pip" in builds else [])
@@ -292,7 +308,9 @@ def main(argv):
                 raise TableError(f"{out} and {builds[b.path].out}: both are pydeps={b.path} builds")
             builds[b.path] = b
         first = builds[next(iter(builds))]
-        table_rows = rows(read_requirements(first.requirements), builds)
+        reqs = read_requirements(first.requirements)
+        table_rows = rows(reqs, builds)
+        others = other_deviations(reqs, builds)
         if a.modules:
             if len(builds) != 1:
                 raise TableError("--modules takes one build")
@@ -301,7 +319,7 @@ def main(argv):
         lines, head, body = table(table_rows, builds)
         if a.check:
             text = section(a.check.read_text(encoding="utf-8"), a.check)[1]
-            diffs = compare(text, lines, body, builds)
+            diffs = compare(text, lines, body, builds, others)
             if diffs:
                 raise TableError(f"{a.check}: the stack table differs from the image (run os-image/e2b-ci/"
                                  f"stack-table.py DEBIAN-OUT PIP-OUT --write {a.check}):\n" + "\n".join(diffs))
@@ -311,10 +329,10 @@ def main(argv):
             if len(builds) != len(PATHS):
                 raise TableError("--write needs both builds, a pydeps=debian and a pydeps=pip one")
             head_text, _body, tail = section(a.write.read_text(encoding="utf-8"), a.write)
-            a.write.write_text(head_text + BEGIN + "\n" + render(lines, head, body) + END + tail, encoding="utf-8")
+            a.write.write_text(head_text + BEGIN + "\n" + render(lines, head, body, others) + END + tail, encoding="utf-8")
             return 0
         body = [[c if c is not None else "" for c in row] for row in body]
-        sys.stdout.write(render(lines, head, body))
+        sys.stdout.write(render(lines, head, body, others))
         return 0
     except (TableError, OSError, ValueError, KeyError) as e:
         print(f"stack-table: {e}", file=sys.stderr)

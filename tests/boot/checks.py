@@ -408,16 +408,19 @@ def ci_execute(res):
 
 def ci_first_start(res):
     """:49999 came up on the API server's first start: no restart of it or of
-    Jupyter (a failed default context restarts the unit), one kernel in
-    Jupyter (the default context's), and how much memory is left."""
+    Jupyter (a failed default context restarts the unit), the default
+    contexts' kernels in Jupyter and no more, and how much memory is left."""
     rep = _rep(res)
     units = unit_table(rep.get("services", ""))
     restarts = {u: units.get(u, {}).get("NRestarts") for u in ("jupyter.service", "code-interpreter.service")}
     try:
-        kernels = len(json.loads(rep.get("jupyter_kernels", "")))
-    except ValueError:
-        kernels = None
-    return (rep.get("ci_health_code") == "200" and all(v == "0" for v in restarts.values()) and kernels == 1,
+        names = sorted(k.get("name") for k in json.loads(rep.get("jupyter_kernels", "")))
+        kernels = len(names)
+    except (ValueError, AttributeError, TypeError):
+        names, kernels = None, None
+    # The default contexts: python's, and javascript's where the image has its kernel.
+    return (rep.get("ci_health_code") == "200" and all(v == "0" for v in restarts.values())
+            and names in (["python3"], ["javascript", "python3"]),
             f"NRestarts {restarts}, kernels in Jupyter: {kernels}, MemAvailable "
             f"{rep.get('mem_available_kb')} kB, :49999 ready at {rep.get('ready_ci_ms')} ms "
             f"({res.get('cpus')} vCPU, {res.get('mem_mib')} MiB)")

@@ -18,6 +18,7 @@ for this boot as for the namespace layer.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import secrets
@@ -28,6 +29,9 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 SDK_DIR = HERE.parent / "sdk"
 sys.path.insert(0, str(SDK_DIR))
+sys.path.insert(0, str(HERE.parent))
+
+import testimages  # noqa: E402
 
 # Local port (what the SDK dials) -> the guest's test port its forward listens on.
 FORWARDS = {49983: 15983, 49999: 15999, 3000: 13000}
@@ -38,15 +42,29 @@ RESET_PORT = 15900
 # Each starts from a clone without an access token (reset_guest). The code
 # interpreter's never set one (the server passes the caller's token to envd's
 # /envs, and the SDKs in debug mode have none); the e2b and git probes /init one.
+# LANGUAGES: the SDK languages beside python that the image's kernels serve;
+# the ci probes run BOOT_LANGUAGE_CASES of them (one known answer per
+# language; every case of each runs in the namespace layer, tests/sdk).
 PROBES = {  # name -> (the probe's command, whether it runs from the npm prefix)
-    "js-ci": (["node", "probe_ci.mjs"], True),
-    "py-ci": (["PYSDK", str(SDK_DIR / "probe_ci.py")], False),
+    "js-ci": (["node", "probe_ci.mjs", "LANGUAGES", "BOOT_CASES"], True),
+    "py-ci": (["PYSDK", str(SDK_DIR / "probe_ci.py"), "LANGUAGES", "BOOT_CASES"], False),
     "js": (["node", "probe_e2b.mjs"], True),
     "py": (["PYSDK", str(SDK_DIR / "probe_e2b.py")], False),
     "js-git": (["node", "probe_git.mjs"], True),
     "py-git": (["PYSDK", str(SDK_DIR / "probe_git.py")], False),
 }
-PROBE_TIMEOUT = 1200  # s, per probe, under TCG
+BOOT_LANGUAGE_CASES = ("ci_js_default_context", "ci_js_answer", "ci_ts_answer", "ci_r_answer", "ci_bash_answer",
+                       "ci_java_answer")
+PROBE_TIMEOUT = 1200  # s, per probe, under TCG (a JVM's start under TCG takes minutes)
+
+
+def image_languages(rootfs: pathlib.Path) -> list:
+    """The SDK languages beside python that the image's kernels serve: its
+    manifest's kernels (beside rootfs.ext4, as `make image` writes them), or
+    every one, as in the default build, when no manifest is there."""
+    manifest = rootfs.parent / "manifest.json"
+    kernels = json.loads(manifest.read_text()).get("kernels", []) if manifest.exists() else list(testimages.CI_KERNELS)
+    return testimages.ci_languages(kernels)
 
 
 def new_token() -> tuple[str, str]:
@@ -76,9 +94,10 @@ def reset_guest(exec_argv, guest_addr: str) -> str:
     return (cp.stdout + cp.stderr).strip()
 
 
-def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
+def run_probes(exec_argv, guest_addr: str, doc: dict, token: str, languages: list) -> dict:
     """Runs every probe in the host netns (EXEC_ARGV wraps a command into it);
-    returns {probe: {"cases": {name: observation}, "rc": int, "tail": str}}."""
+    returns {probe: {"cases": {name: observation}, "rc": int, "tail": str,
+    "languages": LANGUAGES}}."""
     import sdk_helpers  # installs the pinned SDKs on first use (build/)
     npm_dir, python = sdk_helpers.npm_sdk(), sdk_helpers.py_sdk()
     relays = [subprocess.Popen(exec_argv(["socat", f"TCP-LISTEN:{local},bind=127.0.0.1,fork,reuseaddr",
@@ -93,11 +112,13 @@ def run_probes(exec_argv, guest_addr: str, doc: dict, token: str) -> dict:
         env = dict(os.environ, E2B_DEBUG="true", E2B_SDK_TOKEN=token, E2B_SDK_INSTANCE_ID=doc["instanceID"],
                    E2B_SDK_ENV_ID=doc["envID"], E2B_SDK_USER_SERVER=str(SDK_DIR / "user_server.sh"))
         for name, (argv, from_npm) in PROBES.items():
-            argv = [str(python) if a == "PYSDK" else a for a in argv]
+            fill = {"PYSDK": str(python), "LANGUAGES": ",".join(languages), "BOOT_CASES": ",".join(BOOT_LANGUAGE_CASES)}
+            argv = [fill.get(a, a) for a in argv]
             reset = reset_guest(exec_argv, guest_addr)
             text, rc = sdk_helpers.run_captured(exec_argv(argv), PROBE_TIMEOUT, env=env,
                                                 cwd=npm_dir if from_npm else None)
-            out[name] = {"cases": sdk_helpers.case_lines(text), "rc": rc, "tail": text[-4000:], "reset": reset}
+            out[name] = {"cases": sdk_helpers.case_lines(text), "rc": rc, "tail": text[-4000:], "reset": reset,
+                         "languages": list(languages)}
     finally:
         for p in relays:
             p.terminate()

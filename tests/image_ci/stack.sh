@@ -41,6 +41,10 @@ mount_e2b_ci_tree() {
 	# A plain bind leaves out /dev/shm (a mount of its own): give the stack a
 	# writable one, as systemd does in the guest (joblib, multiprocessing).
 	mount -t tmpfs -o mode=1777 tmpfs "$E2B_CI_TREE/dev/shm"
+	# Nor /dev/pts: the bash kernel (bash_kernel runs bash on a pty) needs
+	# one; a private devpts instance, as a guest's own (tests/sdk/sdk_stack.sh).
+	mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$E2B_CI_TREE/dev/pts"
+	mount --bind "$E2B_CI_TREE/dev/pts/ptmx" "$E2B_CI_TREE/dev/ptmx"
 	# The tree's own envd (the real one, built from source) on 0.0.0.0:49983
 	# of this private network namespace, as root like envd.service; the API
 	# server reads its GET /envs. -isnotfc: there is no MMDS here. Its /run
@@ -117,6 +121,6 @@ stop_e2b_ci_stack() {
 	pkill -u 1000 || true
 	kill %1 2>/dev/null || true
 	sleep 1
-	umount "$E2B_CI_TREE/dev/shm" "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/run" \
+	umount "$E2B_CI_TREE/dev/ptmx" "$E2B_CI_TREE/dev/pts" "$E2B_CI_TREE/dev/shm" "$E2B_CI_TREE/dev" "$E2B_CI_TREE/home" "$E2B_CI_TREE/tmp" "$E2B_CI_TREE/run" \
 		"$E2B_CI_TREE/proc"
 }

@@ -1,5 +1,6 @@
 """constraints/: every requirement file is pinned `==` with sha256 hashes,
 and pydeps=pip stops early, with a clear message, when it cannot proceed."""
+import json
 import time
 
 import pytest
@@ -73,8 +74,8 @@ def test_checker_rejects(text, message, tmp_path):
     assert str(f) in cp.stderr
 
 
-def pip_download(tmp_path, env, constraints=ROOT / "constraints", cache=None):
-    return run([FLAVOR_DIR / "pip-download.sh", constraints, tmp_path / "out", "trixie"],
+def pip_download(tmp_path, env, constraints=ROOT / "constraints", cache=None, extra=()):
+    return run([FLAVOR_DIR / "pip-download.sh", constraints, tmp_path / "out", "trixie", *extra],
                env={"PATH": "/usr/bin:/bin", "CACHE": str(cache or tmp_path / "cache"), **env}, timeout=120)
 
 
@@ -240,3 +241,132 @@ def test_shipped_constraints_agree_with_upstream():
     cp = run(["/usr/bin/python3", GEN, "--check", "--archive", archive])
     assert cp.returncode == 0, cp.stderr
     assert "agrees with upstream (43 requirements)" in cp.stdout
+    assert "e2b-ci-kernels.txt: every kernel wheel's requirement is pinned" in cp.stdout
+
+
+KERNELS_FILE = f"""# deviation: kern (latest) -> kern 1.0: pinned
+# kernel: bash
+# requires: kern: dep
+kern==1.0 --hash=sha256:{{kern}}
+# requires: dep: -
+dep==1.0 --hash=sha256:{{dep}}
+
+# kernel: java
+# requires: jkern: -
+jkern==1.0 --hash=sha256:{{jkern}}
+"""
+
+
+@pytest.mark.parametrize("text,message", [
+    (f"# kernel: bash\nkern==1.0 --hash=sha256:{H1}\n", "kern: no `# requires: kern: ...` line just before it"),
+    (f"# requires: kern: -\nkern==1.0 --hash=sha256:{H1}\n# kernel: bash\n", "kern: before any `# kernel: NAME` line"),
+    (f"# kernel: bash\n# requires: other: -\nkern==1.0 --hash=sha256:{H1}\n", "kern: no `# requires: kern: ...`"),
+    (f"# kernel: bash\n# requires: kern: -\nkern==1.0 --hash=sha256:{H1}\n# requires: x: -\n", "x: `# requires:` without"),
+    (f"# kernel: Bash!\n# requires: kern: -\nkern==1.0 --hash=sha256:{H1}\n", "a kernel name is lowercase"),
+    (f"# kernel: bash\n# requires: kern\nkern==1.0 --hash=sha256:{H1}\n", "not `# requires: WHEEL: NAME...`"),
+], ids=["no-requires", "no-kernel", "other-requires", "dangling", "bad-kernel", "bad-requires"])
+def test_checker_rejects_a_malformed_kernels_file(text, message, tmp_path):
+    f = tmp_path / "kernels.txt"
+    f.write_text(text)
+    cp = run(["/usr/bin/python3", CHECK, f])
+    assert cp.returncode == 1 and message in cp.stderr and str(f) in cp.stderr, cp.stderr
+
+
+def test_closure_needs_every_recorded_requirement_pinned_once(tmp_path):
+    main, kernels = tmp_path / "main.txt", tmp_path / "kernels.txt"
+    main.write_text(f"dep==1.0 --hash=sha256:{H1}\n")
+    kernels.write_text(f"# kernel: bash\n# requires: kern: dep other\nkern==1.0 --hash=sha256:{H2}\n")
+    cp = run(["/usr/bin/python3", CHECK, "--closure", main, kernels])
+    assert cp.returncode == 1 and f"{kernels}:3: kern: requires other, pinned in none of" in cp.stderr, cp.stderr
+    assert "requires dep" not in cp.stderr
+    main.write_text(f"dep==1.0 --hash=sha256:{H1}\nother==2 --hash=sha256:{H1}\nkern==1.0 --hash=sha256:{H1}\n")
+    cp = run(["/usr/bin/python3", CHECK, "--closure", main, kernels])
+    assert cp.returncode == 1 and "kern: also pinned in" in cp.stderr, cp.stderr
+    main.write_text(f"dep==1.0 --hash=sha256:{H1}\nother==2 --hash=sha256:{H1}\n")
+    cp = run(["/usr/bin/python3", CHECK, "--closure", main, kernels])
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_shipped_kernels_file_pins_what_bash_kernel_needs():
+    """bash_kernel's pexpect and ipykernel come from e2b-ci.txt."""
+    files = constraint_files()
+    assert [f.name for f in files] == ["e2b-ci-kernels.txt", "e2b-ci.txt"]
+    cp = run(["/usr/bin/python3", CHECK, "--closure", *files])
+    assert cp.returncode == 0, cp.stderr
+    kernels = files[0].read_text()
+    for pin in ("bash_kernel==0.10.0", "filetype==1.2.0", "jjava==1.0a8", "# requires: bash_kernel: pexpect ipykernel filetype"):
+        assert pin in kernels
+    assert "\n# deviation: ijava 1.3.0 -> jjava 1.0a8: " in kernels
+
+
+@pytest.fixture()
+def kernel_index(tmp_path):
+    """A loopback index (stand-in: wheels built here) with kern (requires
+    dep), dep and jkern. Yields (url, constraints dir, {name: sha256})."""
+    root, digests = tmp_path / "index", {}
+    for name, requires in (("kern", ["dep (>=1)", "extraonly ; extra == 'x'"]), ("dep", []), ("jkern", [])):
+        (root / "simple" / name).mkdir(parents=True)
+        wheel, digests[name] = make_wheel(root / "simple" / name, name=name, version="1.0", requires=requires)
+        (root / "simple" / name / "index.html").write_text(f'<a href="{wheel.name}#sha256={digests[name]}">{wheel.name}</a>\n')
+    constraints = tmp_path / "constraints"
+    constraints.mkdir()
+    (constraints / "kernels.txt").write_text(KERNELS_FILE.format(**digests))
+    with serve_directory(root) as served:
+        yield served.url("simple"), constraints, digests
+
+
+def test_pip_downloads_only_the_chosen_kernels_and_files(kernel_index, tmp_path):
+    url, constraints, digests = kernel_index
+    (constraints / "demo.txt").write_text("# no kernels here\n" + f"dep2==1.0 --hash=sha256:{H1}\n")
+    cp = pip_download(tmp_path, {"PIP_INDEX": url, "KERNELS": "python,bash"}, constraints, extra=["kernels.txt"])
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(p.name for p in (tmp_path / "out/wheels").iterdir()) == \
+        ["dep-1.0-py3-none-any.whl", "kern-1.0-py3-none-any.whl"]
+    assert sorted(p.name for p in (tmp_path / "out/constraints").iterdir()) == ["kernels.txt"]
+    assert "jkern" not in (tmp_path / "out/constraints/kernels.txt").read_text()
+    # A kernel set that needs nothing from the file: nothing to do, no OUT.
+    cp = pip_download(tmp_path, {"PIP_INDEX": url, "KERNELS": "python,javascript"}, constraints, extra=["kernels.txt"])
+    assert cp.returncode == 0 and "nothing to download" in cp.stdout, cp.stderr
+    assert not (tmp_path / "out").exists()
+    cp = pip_download(tmp_path, {"PIP_INDEX": url}, constraints, extra=["missing.txt"])
+    assert cp.returncode == 1 and "missing.txt: not a requirement file in" in cp.stderr
+
+
+def test_pip_refuses_a_kernel_wheel_whose_requirements_differ_from_its_line(kernel_index, tmp_path):
+    url, constraints, digests = kernel_index
+    f = constraints / "kernels.txt"
+    f.write_text(f.read_text().replace("# requires: kern: dep", "# requires: kern: -"))
+    cp = pip_download(tmp_path, {"PIP_INDEX": url}, constraints)
+    assert cp.returncode == 1
+    assert f"{f}:4: kern: the wheel kern-1.0-py3-none-any.whl requires dep, the `# requires:` line says -" in cp.stderr
+    assert "stopping before mkosi" in cp.stderr and not (tmp_path / "out").exists()
+
+
+def test_stack_table_shows_the_kernels_deviations(tmp_path):
+    """The kernels' `# deviation:` lines (no row of upstream's requirements.txt)
+    are printed under the table from the constraints the image ships, and a
+    README without them does not match (a stand-in build: a manifest and the
+    doc folder, as stack-table.py reads them)."""
+    out, doc = tmp_path / "out", tmp_path / "doc"
+    (doc / "constraints").mkdir(parents=True)
+    out.mkdir()
+    (doc / "requirements.txt").write_text("numpy==2.2.6\n")
+    for f in constraint_files():
+        (doc / "constraints" / f.name).write_text(f.read_text())
+    (out / "manifest.json").write_text(json.dumps({
+        "packages": [{"name": "bash", "version": "5.2"}], "artifacts": [],
+        "python_packages": [{"name": "numpy", "version": "2.2.6"}]}))
+    table = FLAVOR_DIR / "stack-table.py"
+    cp = run(["/usr/bin/python3", table, out, "--requirements", doc / "requirements.txt"])
+    assert cp.returncode == 0, cp.stderr
+    assert "| numpy | 2.2.6 |" in cp.stdout
+    assert "- outside requirements.txt: `ijava` 1.3.0 → `jjava` 1.0a8: " in cp.stdout
+    assert "- outside requirements.txt: `bash_kernel` (latest) → `bash_kernel` 0.10.0: " in cp.stdout
+    readme = tmp_path / "README.md"
+    begin = "<!-- stack-table: begin (os-image/e2b-ci/stack-table.py --write; do not edit) -->"
+    readme.write_text(f"# x\n{begin}\n{cp.stdout}<!-- stack-table: end -->\n")
+    check = [table, out, "--requirements", doc / "requirements.txt", "--check", readme]
+    assert run(["/usr/bin/python3", *check]).returncode == 0
+    readme.write_text("\n".join(l for l in readme.read_text().splitlines() if "`jjava`" not in l) + "\n")
+    cp = run(["/usr/bin/python3", *check])
+    assert cp.returncode == 1 and "the image has \"- outside requirements.txt: `ijava` 1.3.0" in cp.stderr, cp.stderr

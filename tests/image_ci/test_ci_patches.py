@@ -226,9 +226,8 @@ def test_an_already_applied_patch_fails(fixture_archive, tmp_path):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (lambda t: t.replace("    Upstream's server creates", "#   Upstream's server creates", 1)
-     .replace("    aborts when", "#   aborts when").replace("    server would never", "#   server would never")
-     .replace("    javascript context only", "#   javascript context only").replace("    language \"javascript\"", "#   language \"javascript\""),
+    (lambda t: re.sub(r"(?m)(^0001-.*\n)((?:    .*\n)+)",
+                      lambda m: m[1] + m[2].replace("    ", "#   "), t, count=1),
      "0001-no-javascript-context-without-kernel.patch: no reason given"),
     (lambda t: t + "\n0001-no-javascript-context-without-kernel.patch\n    again\n", "listed twice"),
     (lambda t: t + "\n0009-missing.patch\n    a reason\n", "0009-missing.patch: no such file"),

@@ -582,7 +582,8 @@ def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
 
 def shipped_pins():
     """(lock, name) for every artifact the image build pins: the LOCK NAME
-    columns of os-image's pins lists (the base's and each flavor's)."""
+    columns of os-image's pins lists (the base's and each flavor's), and the
+    trees the javascript kernel's stage script fetches."""
     from harness import ROOT
     lists = sorted({p.resolve() for p in (ROOT / "os-image").rglob("pins") if p.is_file()})
     pins = []
@@ -591,6 +592,8 @@ def shipped_pins():
             if line.strip() and not line.lstrip().startswith("#"):
                 lock, name = line.split()[:2]
                 pins.append((ROOT / "recipes" / lock, name))
+    # e2b-ci's javascript kernel: os-image/e2b-ci/ijavascript-stage.sh fetches these trees itself.
+    pins += [(ROOT / "recipes" / "ijavascript.lock", n) for n in ("ijavascript", "nel", "ijavascript-babel")]
     return sorted(set(pins))
 
 

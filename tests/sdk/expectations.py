@@ -159,8 +159,10 @@ CI_EXPECTED = {
     "ci_chart": {"results": 1, "pngMagic": "89504e470d0a1a0a", "chartType": "line", "chartTitle": "sdk chart",
                  "elements": [{"label": "squares", "points": [[1, 1], [2, 4], [3, 9]]}], "executionError": None},
     "ci_error": {"name": "ValueError", "value": "sdk boom", "hasTraceback": True},
-    # State persists within the new context and not outside it.
-    "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True},
+    # State persists within the new context and not outside it; removed, the
+    # context is listed no more.
+    "ci_contexts": {"language": "python", "text": "42", "outsideError": "NameError", "listed": True,
+                    "listedAfterRemove": False},
     # Both streams, in the execution's logs and through the callbacks.
     "ci_streams": {"stdout": ["out-line\n"], "stderr": ["err-line\n"], "onStdout": ["out-line\n"],
                    "onStderr": ["err-line\n"]},
@@ -288,3 +290,98 @@ def check_envd_volume_mount(o, sdk, envd_version):
 
 
 VOLUME_CHECKS = {"envd_volume_mount": check_envd_volume_mount}
+
+
+# e2b-ci's other languages (ci_languages.json, run by probe_ci.*): each
+# case's observation, {contextLanguage, steps: [one per step]}, or a check
+# where a kernel's exact output was not yet observed (bash, java).
+def ci_step(text=None, results=(), stdout=(), stderr=(), error=None, png=None):
+    """One runCode's observation. RESULTS: (text, other formats) per result;
+    the streams reach the execution's logs and the callbacks alike."""
+    return {"text": text, "stdout": list(stdout), "stderr": list(stderr), "onStdout": list(stdout),
+            "onStderr": list(stderr), "texts": [t for t, _ in results], "formats": [sorted(f) for _, f in results],
+            "pngMagic": png, "error": error}
+
+
+def ci_value(text):
+    """An expression's value, as the server's main result (execute_result)."""
+    return ci_step(text, [(text, [])])
+
+
+def ci_r_value(text):
+    """IRkernel sends a value as display_data (text, html, latex, markdown),
+    so the SDK's main-result `text` stays empty and results[0].text holds it."""
+    return ci_step(None, [(text, ["html", "latex", "markdown"])])
+
+
+def ci_case(steps, context=None):
+    return {"contextLanguage": context, "steps": steps}
+
+
+TIMED_OUT = {"thrown": "TimeoutError"}
+STREAMS = ci_step(stdout=["out-line\n"], stderr=["err-line\n"])
+
+
+def check_bash(want_stdout, want_error=None, context=None, timed_out_first=False):
+    """bash_kernel runs bash on a pty: both streams arrive as stdout, in
+    chunks of its choosing; an exit status other than 0 is its error."""
+    def check(o):
+        assert o["contextLanguage"] == context, o
+        steps = o["steps"][1:] if timed_out_first else o["steps"]
+        if timed_out_first:
+            assert o["steps"][0] == TIMED_OUT, o
+        for step, (stdout, error) in zip(steps, zip(want_stdout, want_error or [None] * len(want_stdout)), strict=True):
+            assert "thrown" not in step, o
+            assert "".join(step["stdout"]) == stdout and step["stdout"] == step["onStdout"], o
+            assert step["stderr"] == step["onStderr"] == [], o
+            if error is None:
+                assert step["error"] is None, o
+            else:
+                assert step["error"] is not None and step["error"]["value"] == error, o
+    return check
+
+
+def check_java_error(o):
+    """JJava reports an exception thrown by a snippet as JShell hands it over,
+    wrapped: ename "RuntimeException", evalue "<class>, <message>" (observed
+    with JJava 1.0a8 on OpenJDK 21), the stack trace as its traceback."""
+    err = o["steps"][0]["error"]
+    assert err is not None and err["name"] == "RuntimeException", o
+    assert err["value"] == "java.lang.IllegalStateException, java boom" and err["tracebackHasMarker"], o
+
+
+CI_LANGUAGE_EXPECTED = {
+    # The server's default JavaScript context exists from its start: a run in
+    # js without a context answers.
+    "ci_js_default_context": ci_case([ci_value("true")]),
+    "ci_js_answer": ci_case([ci_value("[ 2, 4, 6 ]"), ci_value("{ name: 'e2b', answer: 42 }")]),
+    "ci_js_error": ci_case([ci_step(error={"name": "TypeError", "value": "js boom", "tracebackHasMarker": True})]),
+    "ci_js_streams": ci_case([STREAMS]),
+    "ci_js_context": ci_case([ci_value("41"), ci_value("42")], "javascript"),
+    # ijavascript restarts its session on an interrupt (state is lost, as
+    # upstream's); the next run must still answer.
+    "ci_js_timeout_recovers": ci_case([TIMED_OUT, ci_value("4")], "javascript"),
+    "ci_ts_answer": ci_case([ci_value("42"), ci_value("42")]),
+    "ci_ts_error": ci_case([ci_step(error={"name": "RangeError", "value": "ts boom", "tracebackHasMarker": True})]),
+    "ci_ts_streams": ci_case([STREAMS]),
+    "ci_ts_context": ci_case([ci_value("41"), ci_value("42")], "typescript"),
+    "ci_r_answer": ci_case([ci_r_value("[1] 2")]),
+    # plot() comes back as image/png (with its alt text as text/plain).
+    "ci_r_plot": ci_case([ci_step(None, [("plot without title", ["png"])], png="89504e470d0a1a0a")]),
+    # IRkernel's error: ename "ERROR", evalue R's condition message.
+    "ci_r_error": ci_case([ci_step(error={"name": "ERROR", "value": "Error: r boom\n", "tracebackHasMarker": True})]),
+    # message() goes to stderr; IRkernel's stream ends with a blank line.
+    "ci_r_streams": ci_case([ci_step(stdout=["out-line\n"], stderr=["err-line\n\n"])]),
+    "ci_r_context": ci_case([ci_r_value("[1] 41"), ci_r_value("[1] 42")], "r"),
+    "ci_r_timeout_recovers": ci_case([TIMED_OUT, ci_r_value("[1] 4")], "r"),
+    "ci_bash_answer": check_bash(["42\n"]),
+    "ci_bash_error": check_bash(["ls: cannot access '/nonexistent-e2b-ci': No such file or directory\n"], ["2"]),
+    "ci_bash_streams": check_bash(["out-line\nerr-line\n"]),
+    "ci_bash_context": check_bash(["41\n", "42\n"], context="bash"),
+    "ci_bash_timeout_recovers": check_bash(["after\n"], context="bash", timed_out_first=True),
+    "ci_java_answer": ci_case([ci_value("42"), ci_step(stdout=["Hello, World!\n"])]),
+    "ci_java_error": check_java_error,
+    "ci_java_streams": ci_case([STREAMS]),
+    "ci_java_context": ci_case([ci_value("41"), ci_value("42")], "java"),
+    "ci_java_timeout_recovers": ci_case([TIMED_OUT, ci_value("4")], "java"),
+}

@@ -2,11 +2,25 @@
 // SDK from npm in debug mode (envd at localhost:49983, the code interpreter
 // at localhost:49999, both through e2b-hostlink forward). One line per case,
 // CASE <name> <json>, the twin of probe_ci.py; expectations in test_sdk_ci.py.
+import { readFileSync } from 'node:fs'
 import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 const CHART = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label="squares")\nplt.title("sdk chart")\nplt.show()'
 let sbx
 const cases = {}
+
+// Every case removes the contexts it creates (removeCodeContext stops their
+// kernels): a guest of 1 GiB holds the default contexts and a few kernels
+// more, not one per case (the e2b-ci boot runs this probe and probe_ci.py
+// against one guest).
+async function withContext (opts, use) {
+  const ctx = await sbx.createCodeContext(opts)
+  try {
+    return await use(ctx)
+  } finally {
+    await sbx.removeCodeContext(ctx)
+  }
+}
 
 cases.ci_run_code = async () => {
   sbx = await Sandbox.create()
@@ -32,12 +46,16 @@ cases.ci_error = async () => {
 }
 
 cases.ci_contexts = async () => {
-  const ctx = await sbx.createCodeContext()
-  await sbx.runCode('x = 41', { context: ctx })
-  const inCtx = await sbx.runCode('x + 1', { context: ctx })
-  const outside = await sbx.runCode('x')
-  const listed = (await sbx.listCodeContexts()).some((c) => c.id === ctx.id)
-  return { language: ctx.language, text: inCtx.text ?? null, outsideError: outside.error?.name ?? null, listed }
+  let id
+  const obs = await withContext(undefined, async (ctx) => {
+    id = ctx.id
+    await sbx.runCode('x = 41', { context: ctx })
+    const inCtx = await sbx.runCode('x + 1', { context: ctx })
+    const outside = await sbx.runCode('x')
+    const listed = (await sbx.listCodeContexts()).some((c) => c.id === id)
+    return { language: ctx.language, text: inCtx.text ?? null, outsideError: outside.error?.name ?? null, listed }
+  })
+  return { ...obs, listedAfterRemove: (await sbx.listCodeContexts()).some((c) => c.id === id) }
 }
 
 cases.ci_streams = async () => {
@@ -63,30 +81,27 @@ cases.ci_dataframe = async () => {
   }
 }
 
-cases.ci_restart = async () => {
-  const ctx = await sbx.createCodeContext()
+cases.ci_restart = () => withContext(undefined, async (ctx) => {
   const before = await sbx.runCode('y = 7\ny', { context: ctx })
   await sbx.restartCodeContext(ctx)
   const after = await sbx.runCode('y', { context: ctx })
   return { before: before.text ?? null, afterError: after.error?.name ?? null }
-}
+})
 
-cases.ci_timeout = async () => {
-  const ctx = await sbx.createCodeContext()
+cases.ci_timeout = () => withContext(undefined, async (ctx) => {
   try {
     await sbx.runCode('import time\ntime.sleep(120)', { context: ctx, timeoutMs: 3000 })
     return { timedOut: false }
   } catch (e) {
     return { timedOut: e instanceof TimeoutError }
   }
-}
+})
 
 // A run cut off by its timeout leaves its context usable: the next run
 // answers at once (bounded by 20 s, so that a regression fails here
 // instead of waiting out the SDK's default timeout), and the cut-off run's
 // envs are gone.
-cases.ci_timeout_recovers = async () => {
-  const ctx = await sbx.createCodeContext()
+cases.ci_timeout_recovers = () => withContext(undefined, async (ctx) => {
   let timedOut = false
   try {
     await sbx.runCode('import time\ntime.sleep(30)', { context: ctx, timeoutMs: 2000, envs: { E2B_CI_CUT_OFF: 'set' } })
@@ -104,6 +119,51 @@ cases.ci_timeout_recovers = async () => {
   const next = await observe('2+2')
   const third = await observe('import os\nos.environ.get("E2B_CI_CUT_OFF", "unset")')
   return { timedOut, next, third }
+})
+
+// The per-language cases (ci_languages.json) for the languages the image's
+// kernels serve (argv[2], a comma list; js and ts share javascript's kernel);
+// argv[3], when given: only these of them (the boot's short list).
+const table = JSON.parse(readFileSync(new URL('./ci_languages.json', import.meta.url)))
+const served = new Set((process.argv[2] ?? '').split(',').filter(Boolean))
+const only = new Set((process.argv[3] ?? '').split(',').filter(Boolean))
+
+async function languageStep (step, { stepTimeoutSec, ...opts }) {
+  const out = []
+  const err = []
+  let ex
+  try {
+    ex = await sbx.runCode(step.code, {
+      ...opts, timeoutMs: (step.timeoutSec ?? stepTimeoutSec) * 1000, requestTimeoutMs: (step.timeoutSec ?? stepTimeoutSec) * 1000,
+      onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line),
+    })
+  } catch (e) {
+    return { thrown: e instanceof TimeoutError ? 'TimeoutError' : String(e) }
+  }
+  const png = ex.results.find((r) => r.png)?.png
+  return {
+    text: ex.text ?? null, stdout: ex.logs.stdout, stderr: ex.logs.stderr, onStdout: out, onStderr: err,
+    texts: ex.results.map((r) => r.text ?? null), formats: ex.results.map((r) => r.formats().sort()),
+    pngMagic: png ? Buffer.from(png, 'base64').subarray(0, 8).toString('hex') : null,
+    error: ex.error ? { name: ex.error.name, value: ex.error.value, tracebackHasMarker: step.marker ? (ex.error.traceback ?? '').includes(step.marker) : null } : null,
+  }
+}
+
+for (const c of table.cases) {
+  if (!served.has(c.language) || (only.size && !only.has(c.name))) continue
+  cases[c.name] = async () => {
+    const stepTimeoutSec = c.stepTimeoutSec ?? table.stepTimeoutSec
+    const runSteps = async (opts) => {
+      const steps = []
+      for (const [i, step] of c.steps.entries()) {
+        steps.push(await languageStep(c.kind === 'timeout' && i === 0 ? { ...step, timeoutSec: c.timeoutSec } : step, opts))
+      }
+      return steps
+    }
+    if (c.kind === 'run') return { contextLanguage: null, steps: await runSteps({ language: c.language, stepTimeoutSec }) }
+    return withContext({ language: c.language, requestTimeoutMs: table.createTimeoutSec * 1000 },
+      async (ctx) => ({ contextLanguage: ctx.language, steps: await runSteps({ context: ctx, stepTimeoutSec }) }))
+  }
 }
 
 for (const [name, run] of Object.entries(cases)) {

@@ -3,7 +3,10 @@ SDK from PyPI (build/py-sdk) in debug mode, through e2b-hostlink forward.
 The twin of probe_ci.mjs: same cases, same keys (CASE <name> <json>);
 expectations in test_sdk_ci.py."""
 import base64
+import contextlib
 import json
+import pathlib
+import sys
 import traceback
 
 from e2b import TimeoutException
@@ -38,15 +41,29 @@ def ci_error():
             "hasTraceback": bool(e and "ValueError" in e.traceback)}
 
 
+@contextlib.contextmanager
+def code_context(**opts):
+    """A context for one case, removed at its end (remove_code_context stops
+    its kernel): a guest of 1 GiB holds the default contexts and a few
+    kernels more, not one per case (the e2b-ci boot runs this probe and
+    probe_ci.mjs against one guest)."""
+    ctx = state["sbx"].create_code_context(**opts)
+    try:
+        yield ctx
+    finally:
+        state["sbx"].remove_code_context(ctx)
+
+
 def ci_contexts():
     sbx = state["sbx"]
-    ctx = sbx.create_code_context()
-    sbx.run_code("x = 41", context=ctx)
-    in_ctx = sbx.run_code("x + 1", context=ctx)
-    outside = sbx.run_code("x")
-    listed = any(c.id == ctx.id for c in sbx.list_code_contexts())
+    with code_context() as ctx:
+        sbx.run_code("x = 41", context=ctx)
+        in_ctx = sbx.run_code("x + 1", context=ctx)
+        outside = sbx.run_code("x")
+        listed = any(c.id == ctx.id for c in sbx.list_code_contexts())
     return {"language": ctx.language, "text": in_ctx.text,
-            "outsideError": outside.error.name if outside.error else None, "listed": listed}
+            "outsideError": outside.error.name if outside.error else None, "listed": listed,
+            "listedAfterRemove": any(c.id == ctx.id for c in sbx.list_code_contexts())}
 
 
 def ci_streams():
@@ -72,21 +89,21 @@ def ci_dataframe():
 
 def ci_restart():
     sbx = state["sbx"]
-    ctx = sbx.create_code_context()
-    before = sbx.run_code("y = 7\ny", context=ctx)
-    sbx.restart_code_context(ctx)
-    after = sbx.run_code("y", context=ctx)
+    with code_context() as ctx:
+        before = sbx.run_code("y = 7\ny", context=ctx)
+        sbx.restart_code_context(ctx)
+        after = sbx.run_code("y", context=ctx)
     return {"before": before.text, "afterError": after.error.name if after.error else None}
 
 
 def ci_timeout():
     sbx = state["sbx"]
-    ctx = sbx.create_code_context()
-    try:
-        sbx.run_code("import time\ntime.sleep(120)", context=ctx, timeout=3)
-        return {"timedOut": False}
-    except TimeoutException:
-        return {"timedOut": True}
+    with code_context() as ctx:
+        try:
+            sbx.run_code("import time\ntime.sleep(120)", context=ctx, timeout=3)
+            return {"timedOut": False}
+        except TimeoutException:
+            return {"timedOut": True}
 
 
 def ci_timeout_recovers():
@@ -95,27 +112,68 @@ def ci_timeout_recovers():
     instead of waiting out the SDK's default timeout), and the cut-off run's
     envs are gone."""
     sbx = state["sbx"]
-    ctx = sbx.create_code_context()
-    try:
-        sbx.run_code("import time\ntime.sleep(30)", context=ctx, timeout=2, envs={"E2B_CI_CUT_OFF": "set"})
-        timed_out = False
-    except TimeoutException:
-        timed_out = True
-
-    def observe(code):
+    with code_context() as ctx:
         try:
-            ex = sbx.run_code(code, context=ctx, timeout=20)
-            return {"text": ex.text, "error": ex.error.name if ex.error else None}
+            sbx.run_code("import time\ntime.sleep(30)", context=ctx, timeout=2, envs={"E2B_CI_CUT_OFF": "set"})
+            timed_out = False
         except TimeoutException:
-            return {"text": None, "error": "TimeoutError"}
+            timed_out = True
 
-    nxt = observe("2+2")
-    third = observe('import os\nos.environ.get("E2B_CI_CUT_OFF", "unset")')
-    return {"timedOut": timed_out, "next": nxt, "third": third}
+        def observe(code):
+            try:
+                ex = sbx.run_code(code, context=ctx, timeout=20)
+                return {"text": ex.text, "error": ex.error.name if ex.error else None}
+            except TimeoutException:
+                return {"text": None, "error": "TimeoutError"}
+
+        nxt = observe("2+2")
+        third = observe('import os\nos.environ.get("E2B_CI_CUT_OFF", "unset")')
+        return {"timedOut": timed_out, "next": nxt, "third": third}
+
+
+# The per-language cases (ci_languages.json) for the languages the image's
+# kernels serve (argv[1], a comma list; js and ts share javascript's kernel);
+# argv[2], when given: only these of them (the boot's short list).
+TABLE = json.loads((pathlib.Path(__file__).resolve().parent / "ci_languages.json").read_text())
+SERVED = set(filter(None, (sys.argv[1] if len(sys.argv) > 1 else "").split(",")))
+ONLY = set(filter(None, (sys.argv[2] if len(sys.argv) > 2 else "").split(",")))
+
+
+def language_step(step, timeout, **opts):
+    out, err = [], []
+    try:
+        ex = state["sbx"].run_code(step["code"], timeout=timeout, request_timeout=timeout, **opts,
+                                   on_stdout=lambda m: out.append(m.line), on_stderr=lambda m: err.append(m.line))
+    except TimeoutException:
+        return {"thrown": "TimeoutError"}
+    png = next((r.png for r in ex.results if r.png), None)
+    e = ex.error
+    return {"text": ex.text, "stdout": ex.logs.stdout, "stderr": ex.logs.stderr, "onStdout": out, "onStderr": err,
+            "texts": [r.text for r in ex.results], "formats": [sorted(f for f in r.formats() if f != "text") for r in ex.results],
+            "pngMagic": base64.b64decode(png)[:8].hex() if png else None,
+            "error": {"name": e.name, "value": e.value,
+                      "tracebackHasMarker": step["marker"] in (e.traceback or "") if "marker" in step else None}
+            if e else None}
+
+
+def language_case(case):
+    def run():
+        step_timeout = case.get("stepTimeoutSec", TABLE["stepTimeoutSec"])
+
+        def run_steps(**opts):
+            return [language_step(step, case["timeoutSec"] if case["kind"] == "timeout" and i == 0 else step_timeout,
+                                  **opts) for i, step in enumerate(case["steps"])]
+        if case["kind"] == "run":
+            return {"contextLanguage": None, "steps": run_steps(language=case["language"])}
+        with code_context(language=case["language"], request_timeout=TABLE["createTimeoutSec"]) as ctx:
+            return {"contextLanguage": ctx.language, "steps": run_steps(context=ctx)}
+    run.__name__ = case["name"]
+    return run
 
 
 for fn in (ci_run_code, ci_chart, ci_error, ci_contexts, ci_streams, ci_env, ci_dataframe, ci_restart,
-           ci_timeout, ci_timeout_recovers):
+           ci_timeout, ci_timeout_recovers,
+           *(language_case(c) for c in TABLE["cases"] if c["language"] in SERVED and (not ONLY or c["name"] in ONLY))):
     try:
         obs = fn()
     except Exception:  # noqa: BLE001 - reported, and failed by test_sdk_ci.py

@@ -24,13 +24,13 @@ NPM_DIR = BUILD / "npm-e2b"
 REQUIREMENTS = HERE / "requirements.txt"
 PY_DIR = BUILD / "py-sdk"
 STACK = HERE / "sdk_stack.sh"
-# A boot plus every case takes seconds (rt) to under a minute (ci, Jupyter);
+# A boot plus every case takes seconds (rt) to minutes (ci: Jupyter, five kernels);
 # these bound a hang.
-STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 600}
+STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 1200}
 
 # Where the probes' files are; the JS ones (and their shared module) are
 # copied next to node_modules so that `import 'e2b'` resolves to build/npm-e2b.
-JS_PROBES = ("sdk_session.mjs", "probe_e2b.mjs", "probe_git.mjs", "probe_ci.mjs")
+JS_PROBES = ("sdk_session.mjs", "probe_e2b.mjs", "probe_git.mjs", "probe_ci.mjs", "ci_languages.json")
 
 
 def _sha256(path: pathlib.Path) -> str:
