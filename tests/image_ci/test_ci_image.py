@@ -103,7 +103,8 @@ def test_code_interpreter_laid_out_patched_and_licensed(tree):
     assert (doc / "LICENSE").is_file() and (doc / "PATCHES").is_file()
     cfg = (tree / "etc/jupyter/jupyter_server_config.py").read_text()
     assert 'c.ServerApp.ip = "127.0.0.1"' in cfg
-    # Python kernel only (pydeps=pip: the venv's Jupyter path; debian: Debian's).
+    # Python's kernelspec alone on the venv's Jupyter path (pydeps=pip; debian:
+    # Debian's); the other kernels' are in /usr/local/share (test_ci_kernels.py).
     venv = tree / "usr/lib/e2b-code-interpreter/venv"
     specs = venv / "share/jupyter/kernels" if venv.is_dir() else tree / "usr/share/jupyter/kernels"
     kernels = sorted(p.name for p in specs.iterdir())
