@@ -14,6 +14,7 @@
 #   bash, java; python and javascript are always in; empty: all five)
 #   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
 #   TEMPLATE_JSON (set by os-image/template.sh: a template on FLAVOR, for its labels)
+#   CONFINE_RO (set by os-image/template.sh: its staging, which confined mkosi reads)
 #   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
 #   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
 #   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
@@ -274,11 +275,27 @@ shopt -u nullglob
 # mkosi refuses a workspace inside its build sources (the repository).
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
 mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
-say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
-# What runs in this step prints bytes that are not ours: a base's maintainer
-# scripts and triggers (builder mode), a template's build commands. mkosi's
-# output (stdout with it) goes to stderr through termsafe.py, escaped.
-(cd "$here" && mkosi \
+# A base image or a template runs code of its own as root inside mkosi (a
+# base's dpkg and maintainer scripts, a template's build commands), and
+# mkosi's own sandbox does not keep root from the host (/proc/PID/root of
+# any host process). So mkosi runs confined (os-image/confine.py, README.md
+# "The build sandbox"): this build's inputs read-only, mkosi's output and
+# workspace the only places it changes, and the checkout and the shared
+# package caches seen through an overlay whose changes are dropped (mkosi
+# makes mount points in the checkout for a flavor's extra build sources; a
+# template cannot poison another build's cache, nor does it fill it).
+confine=()
+if [ -n "$base_json" ] || [ -n "${TEMPLATE_JSON:-}" ]; then
+    confine=("$py" "$here/confine.py" --overlay "$top" --ro-bind "$pkgmngr" --ro-bind "$extra"
+             --bind "$work/mkosi-out" --bind "$ws" --overlay "$CACHE/mkosi/$DISTRO-$RELEASE")
+    [ ! -d "$work/build-sources" ] || confine+=(--ro-bind "$work/build-sources")
+    [ -z "$basework" ] || confine+=(--ro-bind "$basework")
+    [ -z "${inc:-}" ] || confine+=(--overlay "$inc")
+    case "$RECIPES/" in "$top"/*) ;; *) confine+=(--ro-bind "$RECIPES") ;; esac
+    for p in ${CONFINE_RO:-}; do confine+=(--ro-bind "$p"); done
+    confine+=(--chdir "$here" --)
+fi
+(cd "$here" && "${confine[@]}" mkosi \
     --profile "$FLAVOR" \
     --environment "E2B_CI_PYDEPS=${PYDEPS:-debian}" \
     "${kernel_env[@]}" \
@@ -293,7 +310,16 @@ say "mkosi: $FLAVOR $DISTRO/$RELEASE (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
     --output image \
     "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
-    --force build 2>&1 | $py "$here/termsafe.py" >&2) || die "mkosi build failed"
+    --force build 2>&1 | tee "$work/mkosi.log" | $py "$here/termsafe.py" >&2) || die "mkosi build failed"
+
+# 5a. A template: what decides how the guard and envd start is as its record
+# says (template.postinst made it before the first build command, and put
+# its hash on the build log, which the build cannot reach: $work/mkosi.log).
+if [ -n "${TEMPLATE_JSON:-}" ]; then
+    $py "$here/guard_record.py" check "$work/mkosi-out/image" "$work/mkosi-out/e2b-template-guard.json" \
+        "$work/mkosi.log" || die "template: refused (see above)"
+    rm -f "$work/mkosi-out/e2b-template-guard.json"
+fi
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
 # uses that to measure mkosi's own Format=oci as a peer).

@@ -66,7 +66,7 @@ args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
       --finalize-script "$here/template.finalize")
 for p in $(field packages); do args+=(--volatile-package "$p"); done
 echo "template: $name on $("$PYTHON" "$here/termsafe.py" "$base") -> $out" >&2
-export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
+export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
     bash "$here/repro.sh"
 else

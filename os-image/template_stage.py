@@ -10,9 +10,9 @@
   usr/lib/systemd/system/e2b-template.service   as `user`, after envd, restarted
   usr/lib/systemd/system-preset/05-e2b-template.preset
 
-A file may not land where the image's guard, envd or units live: those are
-not the template's to replace (template.finalize checks what the build
-commands did to them).
+A file may not land where the image's guard, envd or units live, or where
+the dynamic linker is configured: those are not the template's to replace
+(os-image/guard_record.py checks what the build commands did to them).
 """
 import argparse
 import json
@@ -22,12 +22,25 @@ import sys
 
 BUILD = "usr/lib/e2b-template-build"
 UNIT = "e2b-template.service"
-# Destinations a template's files may not write: the guard, envd, the relays
-# and every unit and preset (the build's own, e.g. envd-guard.service).
-PROTECTED_DIRS = ("/etc/e2b/", "/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/usr/lib/e2b-template",
-                  "/usr/lib/e2b-template-build/")
+# Destinations a template's files may not write, each with its rule: what
+# decides how the guard and envd start (os-image/guard_record.py checks the
+# same after the build commands; this refuses a file early, by name).
+PROTECTED = (
+    ("/etc/e2b/", "the guard's configuration"),
+    ("/usr/lib/e2b-template/", "the template's own start unit, which the build writes"),
+    ("/usr/lib/e2b-template-build/", "the template's staging"),
+    ("/etc/systemd/", "systemd's configuration, units, generators and presets"),
+    ("/usr/lib/systemd/", "systemd's units, generators and presets"),
+    ("/lib/systemd/", "systemd's units, generators and presets"),
+    ("/usr/local/lib/systemd/", "systemd's units, generators and presets"),
+    ("/run/", "the run-time directory, a tmpfs at boot (systemd's units there included)"),
+    ("/etc/ld.so.preload", "the dynamic linker's configuration (a preloaded library runs in the guard)"),
+    ("/etc/ld.so.conf", "the dynamic linker's configuration (its library search path)"),
+    ("/etc/ld.so.conf.d/", "the dynamic linker's configuration (its library search path)"),
+)
 PROTECTED_FILES = ("/usr/local/bin/envd", "/usr/local/bin/envd-guard", "/usr/local/bin/mmds-serve",
-                   "/usr/local/bin/vsock-relay", "/etc/envd-version", "/etc/sudoers.d/user")
+                   "/usr/local/bin/vsock-relay", "/usr/local/bin/e2b-clone", "/etc/envd-version",
+                   "/etc/sudoers.d/user", "/usr/sbin/nft")
 
 
 def unit(t: dict) -> str:
@@ -58,8 +71,14 @@ WantedBy=multi-user.target
 """
 
 
-def protected(dest: str) -> bool:
-    return dest in PROTECTED_FILES or any(dest.startswith(d) or dest + "/" == d for d in PROTECTED_DIRS)
+def protected(dest: str) -> str | None:
+    """The rule DEST falls under, or None."""
+    if dest in PROTECTED_FILES:
+        return "the guard's, envd's and the relays' own files"
+    for prefix, rule in PROTECTED:
+        if dest.startswith(prefix) or dest + "/" == prefix or dest == prefix.rstrip("/"):
+            return rule
+    return None
 
 
 def write(tree: str, rel: str, text: str, mode: int = 0o644) -> None:
@@ -73,9 +92,10 @@ def write(tree: str, rel: str, text: str, mode: int = 0o644) -> None:
 def stage(t: dict, tree: str, conf: str) -> None:
     files = []
     for f in t["files"]:
-        if protected(f["dest"]):
+        rule = protected(f["dest"])
+        if rule:
             raise ValueError(f"{conf}:{f['line']}: key 'file': {f['dest']} belongs to the image's guard, envd or "
-                             "units and is not a template's to replace; choose another destination")
+                             f"units ({rule}) and is not a template's to replace; choose another destination")
         n = f"{len(files) + 1:03d}"
         os.makedirs(os.path.join(tree, BUILD, "files.d"), exist_ok=True)
         shutil.copyfile(f["src"], os.path.join(tree, BUILD, "files.d", n))

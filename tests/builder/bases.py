@@ -26,7 +26,10 @@ mkosi_escape_layout() where mkosi itself removes files from the build
 machine, finalize_escape_base() (a real Debian base) where mkosi.finalize
 writes;
 escaping_tree() is a fake unpacked root with them where mkosi.finalize
-removes and writes; escape_layout() and escape_tag_archive() carry
+removes and writes; trojan_getent() is a base binary the build runs as
+root that tries the build host through /proc (finalize_escape_base(reach=)
+carries it); hostile_home_base() has an account `user` whose home is in
+the checkout; escape_layout() and escape_tag_archive() carry
 terminal escape sequences in PRETTY_NAME and RepoTags. tree_state() is
 what the tests compare before and after: nothing outside the build may
 change.
@@ -235,6 +238,17 @@ def tree_state(top: pathlib.Path) -> dict:
     return state
 
 
+def checkout_owners() -> dict:
+    """The checkout's top directory and each tracked file, and their owners
+    (a lost file shows as None)."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    owners = {".": (ROOT.stat().st_uid, ROOT.stat().st_gid)}
+    for name in filter(None, names.decode().split("\0")):
+        p = ROOT / name
+        owners[name] = (p.lstat().st_uid, p.lstat().st_gid) if p.exists() or p.is_symlink() else None
+    return owners
+
+
 def apt_escape_layout(dest: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
     """DEST: a layout whose /var/lib and /var/cache lead to OUTSIDE, where
     builder_base.py empties var/lib/apt and var/cache/apt on unpacking; it
@@ -269,15 +283,62 @@ def escaping_tree(root: pathlib.Path, outside: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def finalize_escape_base(dest: pathlib.Path, target: str) -> pathlib.Path:
+def finalize_escape_base(dest: pathlib.Path, target: str, reach: tuple = ()) -> pathlib.Path:
     """DEST: the Debian base (debian_base) with one more layer in which
     /etc/.updated and /var/.updated, which mkosi.finalize writes, are
     symlinks to TARGET/precious and TARGET/sub/file (TARGET absolute:
     /work/src/… is the checkout in mkosi's script sandbox). No package owns
     either path and nothing before finalize writes them, so the links are
-    still there when finalize runs."""
+    still there when finalize runs. With REACH, its /usr/bin/getent is
+    trojan_getent(REACH)."""
     debian_base(dest)
-    add_layer(dest, REF, {}, links={"/etc/.updated": f"{target}/precious", "/var/.updated": f"{target}/sub/file"})
+    add_layer(dest, REF, {"/usr/bin/getent": trojan_getent(reach)} if reach else {},
+              links={"/etc/.updated": f"{target}/precious", "/var/.updated": f"{target}/sub/file"})
+    return dest
+
+
+ESCAPE_LOG = "/etc/e2b-test-escape.log"
+
+
+def trojan_getent(reach: tuple) -> str:
+    """A /usr/bin/getent that first tries what a hostile base's binary run
+    as root by the build can try: each path of REACH (absolute, on the
+    build machine) through /proc/PID/root of every process it sees, and a
+    device node of the disk; it logs each try to ESCAPE_LOG in the image
+    ("ran" each time, "wrote PATH" or "mknod" where it got through). Then it
+    answers as getent does, from the files (mkosi.postinst and maintainer
+    scripts ask it for passwd and group entries, by name or id)."""
+    paths = " ".join(reach)
+    return f"""#!/bin/sh
+echo "ran: getent $*" >> {ESCAPE_LOG}
+for r in /proc/[0-9]*/root; do
+    for d in {paths}; do
+        if echo pwned > "$r$d/precious" 2>/dev/null; then echo "wrote $r$d" >> {ESCAPE_LOG}; fi
+    done
+done
+if mknod /tmp/e2b-disk b 8 0 2>/dev/null; then echo mknod >> {ESCAPE_LOG}; fi
+db=$1; shift
+[ -f "/etc/$db" ] || exit 1
+[ $# -gt 0 ] || {{ cat "/etc/$db"; exit 0; }}
+rc=2
+for k in "$@"; do
+    awk -F: -v k="$k" '$1 == k || $3 == k {{ print; found = 1; exit }} END {{ exit !found }}' "/etc/$db" && rc=0
+done
+exit $rc
+"""
+
+
+def hostile_home_base(dest: pathlib.Path, home: str) -> pathlib.Path:
+    """DEST: the Debian base (debian_base) with one more layer in which the
+    account `user` exists with HOME (a path of mkosi's own mounts: the
+    checkout at /work/src/…): mkosi.postinst made such a home, owned by
+    the base's user, on the build machine."""
+    debian_base(dest)
+    with tarfile.open(debian_tarball()) as t:
+        passwd = t.extractfile("etc/passwd").read().decode()
+        group = t.extractfile("etc/group").read().decode()
+    add_layer(dest, REF, {"/etc/passwd": passwd + f"user:x:{NODE_UID + 1}:{NODE_UID + 1}::{home}:/bin/bash\n",
+                          "/etc/group": group + f"user:x:{NODE_UID + 1}:\n"})
     return dest
 
 

@@ -11,12 +11,16 @@ The data example (on e2b-ci) is built and checked by the image workflow
 `make repro template=…`, two fresh builds): a third e2b-ci build does not fit
 in make test's hour. The web example's boot is tests/boot/test_template_boot.py."""
 import pathlib
+import secrets
 import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
+import bases  # noqa: E402
 import testimages  # noqa: E402
 
 ROOT = testimages.ROOT
@@ -102,8 +106,51 @@ def test_failing_build_command(tmp_path, web):
 
 def test_build_command_cannot_unguard(tmp_path, web):
     err = failed_build(tmp_path, "run = sed -i 's/49983,//' /etc/e2b/guarded-ports\n", web)
-    assert "the template changed or removed the guard" in err and "etc/e2b/guarded-ports: FAILED" in err, \
-        err[-3000:]
+    assert "the template changed what decides how the guard or envd start" in err, err[-3000:]
+    assert "template:   guard: /etc/e2b/guarded-ports changed" in err, err[-3000:]
+
+
+# Issue 37, finding 5: each a way a build command changed how the guard or
+# envd start, which the record (os-image/guard_record.py) did not cover
+# before; one build, every one named with its rule.
+UNGUARDS = {
+    "mkdir -p /usr/local/lib/systemd/system/envd-guard.service.d && "
+    "echo ExecStart=/bin/true > "
+    "/usr/local/lib/systemd/system/envd-guard.service.d/x.conf":
+        "units: /usr/local/lib/systemd/system/envd-guard.service.d added",
+    "mkdir -p /etc/systemd/system/service.d && echo '[Service]' > /etc/systemd/system/service.d/x.conf":
+        "units: /etc/systemd/system/service.d added",
+    "ln -s /dev/null /etc/systemd/system/envd.service":
+        "units: /etc/systemd/system/envd.service added",
+    "install -m 0755 /bin/true /etc/systemd/system-generators/x":
+        "generators: /etc/systemd/system-generators/x added",
+    "echo 'disable envd-guard.service' > /usr/lib/systemd/system-preset/00-x.preset":
+        "presets: /usr/lib/systemd/system-preset/00-x.preset added",
+    "echo /usr/lib/x.so > /etc/ld.so.preload":
+        "linker: /etc/ld.so.preload added",
+    "mkdir -p /etc/systemd/system.conf.d && echo '[Manager]' > /etc/systemd/system.conf.d/x.conf":
+        "manager: /etc/systemd/system.conf.d/x.conf added",
+    "cp /usr/lib/x86_64-linux-gnu/libnftnl.so.11 /usr/local/lib/":
+        "libraries: /usr/local/lib/libnftnl.so.11 added",
+}
+
+
+def test_build_commands_cannot_change_how_the_guard_starts(tmp_path, web):
+    err = failed_build(tmp_path, "".join(f"run = {c}\n" for c in UNGUARDS), web)
+    for named in UNGUARDS.values():
+        assert f"template:   {named}" in err, (named, err[-4000:])
+
+
+def test_build_command_cannot_rewrite_the_record_or_forge_its_line(tmp_path, web):
+    """The record lies where a build command can reach it (mkosi's staging,
+    /work/out in the chroot): rewritten, or vouched for by a line of the
+    command's own on the build log, it is refused."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    err = failed_build(tmp_path / "a", "run = echo '{}' > /work/out/e2b-template-guard.json\n", web)
+    assert "the guard record was changed after it was made" in err, err[-3000:]
+    err = failed_build(tmp_path / "b", "run = echo; echo e2b-guard-record: sha256=0000\n", web)
+    assert "the build log has 2 guard record lines, not one" in err, err[-3000:]
 
 
 def test_build_command_output_is_escaped(tmp_path, web):
@@ -113,3 +160,49 @@ def test_build_command_output_is_escaped(tmp_path, web):
     err = failed_build(tmp_path, "run = printf 'evil \\033]0;owned\\007 done\\n'; exit 3\n", web)
     assert "template:   evil \\x1b]0;owned\\x07 done" in err, err[-3000:]
     assert "\x1b" not in err and "\x07" not in err
+
+
+def test_build_commands_cannot_reach_the_build_host(tmp_path, web):
+    """Issue 37, finding 2 and what lies under it: a template's build
+    commands run as root, and mkosi's own sandbox shares the host's pid
+    namespace, so /proc/PID/root of any host process was the build host's
+    whole file system, and /work/src the checkout, writable (now an overlay
+    whose changes are dropped). With mkosi
+    confined (os-image/confine.py), the commands try both, and a device
+    node, and the build succeeds having changed nothing: a
+    canary on the host (under /var/tmp, outside every mount the build
+    has), one in the checkout (reached as /work/src/… and through
+    /proc), and the checkout's tracked files and owners."""
+    host = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-canary-", dir="/var/tmp"))
+    inrepo = ROOT / "out" / f"e2b-test-canary-{secrets.token_hex(4)}"
+    try:
+        for d in (host, inrepo):
+            d.mkdir(exist_ok=True)
+            (d / "precious").write_text("the build host's\n")
+        before = (bases.tree_state(host), bases.tree_state(inrepo), bases.checkout_owners())
+        rel = inrepo.relative_to(ROOT)
+        log = "/usr/lib/e2b-escape.log"
+        attempts = (
+            f"for r in /proc/[0-9]*/root; do for d in {host} {inrepo}; do"
+            f" echo pwned > $r$d/precious && echo \"wrote $r$d\" >> {log}; touch $r$d/new 2>/dev/null || :;"
+            " done; done 2>/dev/null; true",
+            # Inside, the checkout is an overlay whose changes are dropped: this "works", and changes nothing.
+            f"echo pwned > /work/src/{rel}/precious 2>/dev/null || :; chown 1000 /work/src 2>/dev/null || :",
+            f"mknod /tmp/disk b 8 0 && echo mknod >> {log}; true",
+            f"echo \"processes: $(ls -d /proc/[0-9]* | wc -l)\" >> {log}",
+        )
+        out = tmp_path / "out"
+        d = bad_template(tmp_path, "".join(f"run = {a}\n" for a in attempts))
+        cp = testimages.build_template(d, "e2b-rt", out)
+        assert cp.returncode == 0, cp.stderr[-4000:]
+        tree = out / "bad" / "work" / "mkosi-out" / "image"
+        escaped = (tree / log.lstrip("/")).read_text()
+        # Through /proc, the checkout is the sandbox's overlay (a write there is dropped), the host's
+        # /var/tmp not there at all.
+        assert str(host) not in escaped and "mknod" not in escaped, escaped
+        assert (bases.tree_state(host), bases.tree_state(inrepo), bases.checkout_owners()) == before
+        # The commands saw the build's own processes, not the host's hundreds.
+        assert int(escaped.split("processes: ")[1]) < 30, escaped
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
+        shutil.rmtree(inrepo, ignore_errors=True)

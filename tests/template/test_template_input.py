@@ -50,6 +50,16 @@ FILE = "file = site/index.html /home/user/site/index.html user 0644\n"
      ":3: key 'file': /etc/e2b/guarded-ports belongs to the image's guard"),
     (BASE + "file = site/index.html /usr/local/bin/envd-guard root 0755\n",
      ":3: key 'file': /usr/local/bin/envd-guard belongs to the image's guard"),
+    # Issue 37, finding 5: the rest of what decides how the guard starts, each refused naming its rule.
+    (BASE + "file = site/index.html /usr/local/lib/systemd/system/envd-guard.service.d/x.conf root 0644\n",
+     ":3: key 'file': /usr/local/lib/systemd/system/envd-guard.service.d/x.conf belongs to the image's guard, "
+     "envd or units (systemd's units, generators and presets)"),
+    (BASE + "file = site/index.html /etc/ld.so.preload root 0644\n",
+     ":3: key 'file': /etc/ld.so.preload belongs to the image's guard, envd or units (the dynamic linker's "
+     "configuration (a preloaded library runs in the guard))"),
+    (BASE + "file = site/index.html /etc/ld.so.conf.d/0.conf root 0644\n",
+     ":3: key 'file': /etc/ld.so.conf.d/0.conf belongs to the image's guard, envd or units (the dynamic "
+     "linker's configuration (its library search path))"),
     (BASE + "ready = socket 3000\n", ":3: key 'ready': 'socket' is not a ready check"),
 ])
 def test_bad_template_names_file_line_and_key(tmp_path, conf, where):
