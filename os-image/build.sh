@@ -284,10 +284,17 @@ mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 # package caches seen through an overlay whose changes are dropped (mkosi
 # makes mount points in the checkout for a flavor's extra build sources; a
 # template cannot poison another build's cache, nor does it fill it).
+# Confined, mkosi writes its output beside its workspace, in the one
+# writable mount: it moves the image from the workspace with rename(2),
+# which does not cross mounts (it would copy the whole tree); build.sh moves
+# it to work/mkosi-out after.
 confine=()
+mkosi_out=$work/mkosi-out
 if [ -n "$base_json" ] || [ -n "${TEMPLATE_JSON:-}" ]; then
+    mkosi_out=$ws/mkosi-out
+    mkdir "$mkosi_out"
     confine=("$py" "$here/confine.py" --overlay "$top" --ro-bind "$pkgmngr" --ro-bind "$extra"
-             --bind "$work/mkosi-out" --bind "$ws" --overlay "$CACHE/mkosi/$DISTRO-$RELEASE")
+             --bind "$ws" --overlay "$CACHE/mkosi/$DISTRO-$RELEASE")
     [ ! -d "$work/build-sources" ] || confine+=(--ro-bind "$work/build-sources")
     [ -z "$basework" ] || confine+=(--ro-bind "$basework")
     [ -z "${inc:-}" ] || confine+=(--overlay "$inc")
@@ -306,11 +313,15 @@ fi
     --build-sources "$buildsrc" \
     --package-cache-dir "$CACHE/mkosi/$DISTRO-$RELEASE" \
     --workspace-dir "$ws" \
-    --output-dir "$work/mkosi-out" \
+    --output-dir "$mkosi_out" \
     --output image \
     "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
     --force build 2>&1 | tee "$work/mkosi.log" | $py "$here/termsafe.py" >&2) || die "mkosi build failed"
+if [ "$mkosi_out" != "$work/mkosi-out" ]; then
+    rmdir "$work/mkosi-out"
+    mv "$mkosi_out" "$work/mkosi-out"
+fi
 
 # 5a. A template: what decides how the guard and envd start is as its record
 # says (template.postinst made it before the first build command, and put

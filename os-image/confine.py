@@ -187,7 +187,11 @@ def child(args, scratch, to_parent, from_parent):
     os.mkdir(new)
     build_root(new, args, scratch)
     pivot(new)
-    check(libc.unshare(CLONE_NEWUSER), "a user namespace")
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        e = ctypes.get_errno()
+        raise ConfineError(f"a user namespace: {os.strerror(e)} (the build sandbox needs user namespaces: "
+                           "sysctl user.max_user_namespaces must not be 0, and no seccomp or LSM policy may "
+                           "forbid them)")
     os.write(to_parent, b"u")
     if os.read(from_parent, 1) != b"m":
         raise ConfineError("the id maps were not written (see above)")
