@@ -118,10 +118,10 @@ def walk(rootfd, top, keep=lambda rel, name: True):
         os.close(fd)
     for name in names:
         rel = f"{top}/{name}"
-        if keep(rel, name):
-            out.update(walk(rootfd, rel))
-        elif (describe(rootfd, rel) or "").startswith("dir "):
-            out.update({k: v for k, v in walk(rootfd, rel, keep).items() if k != rel})
+        below = walk(rootfd, rel) if keep(rel, name) else walk(rootfd, rel, keep)
+        if not keep(rel, name):
+            below.pop(rel, None)
+        out.update(below)
     return out
 
 
