@@ -279,8 +279,8 @@ mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 # base's dpkg and maintainer scripts, a template's build commands), and
 # mkosi's own sandbox does not keep root from the host (/proc/PID/root of
 # any host process). So mkosi runs confined (os-image/confine.py, README.md
-# "The build sandbox"): this build's inputs read-only, mkosi's output and
-# workspace the only places it changes, and the checkout and the shared
+# "The build sandbox"): this build's inputs read-only, mkosi's workspace
+# (its output inside it, see below) the only place it changes, and the checkout and the shared
 # package caches seen through an overlay whose changes are dropped (mkosi
 # makes mount points in the checkout for a flavor's extra build sources; a
 # template cannot poison another build's cache, nor does it fill it).

@@ -20,6 +20,9 @@ import os
 import shutil
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from guard_record import GUARD_FILES  # noqa: E402
+
 BUILD = "usr/lib/e2b-template-build"
 UNIT = "e2b-template.service"
 # Destinations a template's files may not write, each with its rule: what
@@ -38,9 +41,9 @@ PROTECTED = (
     ("/etc/ld.so.conf", "the dynamic linker's configuration (its library search path)"),
     ("/etc/ld.so.conf.d/", "the dynamic linker's configuration (its library search path)"),
 )
-PROTECTED_FILES = ("/usr/local/bin/envd", "/usr/local/bin/envd-guard", "/usr/local/bin/mmds-serve",
-                   "/usr/local/bin/vsock-relay", "/usr/local/bin/e2b-clone", "/etc/envd-version",
-                   "/etc/sudoers.d/user", "/usr/sbin/nft")
+# The guard's own files (the record's list; /etc/e2b is a prefix above), nft,
+# and the sandbox user's sudoers rule.
+PROTECTED_FILES = tuple("/" + p for p in GUARD_FILES if p != "etc/e2b") + ("/etc/sudoers.d/user", "/usr/sbin/nft")
 
 
 def unit(t: dict) -> str:
