@@ -21,9 +21,9 @@ for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
 done
 [ -d "$TEMPLATE" ] || die "template=$TEMPLATE: not a directory"
-# Whether it is a regular file of the directory is e2b-template's check (a symlink, a fifo: refused, named).
-[ -e "$TEMPLATE/template.conf" ] || [ -L "$TEMPLATE/template.conf" ] ||
-    die "template=$TEMPLATE: no template.conf in it (see template/README.md)"
+# Which format, and whether its file is a regular file of the directory, is
+# e2b-template's check (template.conf or E2B's e2b.template.json; a
+# symlink, a fifo, both, neither: refused, named).
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
@@ -42,7 +42,18 @@ json=$stage/template.json
 field() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]
 print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$json" "$1"; }
 name=$(field name)
-base=$(field base)
+format=$(field format)
+if [ "$format" = e2b ]; then
+    # E2B's Template JSON: its base is one of E2B's own templates, as our flavor.
+    from() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from"].get(sys.argv[2], ""))' "$json" "$1"; }
+    case "$(from kind)" in
+        flavor) base=$(from name) ;;
+        template) die "template=$TEMPLATE: fromTemplate '$(from name)': building on another local template is not built yet; build on base or code-interpreter-v1" ;;
+        image) die "template=$TEMPLATE: fromImage '$(from ref)': building on a registry image is not built yet; build on fromTemplate base or code-interpreter-v1" ;;
+    esac
+else
+    base=$(field base)
+fi
 [ -z "${BASE:-}" ] || die "base=$BASE and template=$TEMPLATE together: a template names its base in its template.conf"
 # Builder mode: an image of one's own (a path relative to the template
 # directory, confined to it: builder_base.py --confine) gets e2b-rt's
@@ -57,14 +68,26 @@ esac
 # The staged layer: the files at their destinations (mode set; owners and
 # build commands applied by template.postinst), the env, the start unit.
 tree=$stage/tree
-"$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
+if [ "$format" = e2b ]; then
+    # Its steps run in template.postinst (os-image/e2b_steps.py); RUN steps
+    # have the network, as on E2B (apt_install, pip_install).
+    "$PYTHON" "$here/e2b_stage.py" --template "$json" --folder "$TEMPLATE" --tree "$tree" \
+        --labels "$stage/labels.json" || exit 1
+    json=$stage/labels.json
+else
+    "$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
+fi
 
 if [ "${REPRO:-0}" = 1 ]; then out=$OUTROOT/repro/$name; else out=$OUTROOT/$name; fi
 [ -e "$out" ] || made_out=1
 mkdir -p "$out"
 args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
       --finalize-script "$here/template.finalize")
-for p in $(field packages); do args+=(--volatile-package "$p"); done
+if [ "$format" = e2b ]; then
+    args+=(--with-network=yes)
+else
+    for p in $(field packages); do args+=(--volatile-package "$p"); done
+fi
 echo "template: $name on $("$PYTHON" "$here/termsafe.py" "$base") -> $out" >&2
 export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then

@@ -1,7 +1,9 @@
 /* e2b-template: reads a template directory's template.conf with the one
  * strict parser (conf.c), checks its files against the directory (files.c)
  * and its base and name against the flavors, and prints the template as
- * JSON for os-image/template.sh. See template/README.md.
+ * JSON for os-image/template.sh; or, in a directory with E2B's Template JSON
+ * instead (e2b.template.json, e2bjson.c), prints that one's normal form.
+ * See template/README.md.
  *
  *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci"
  *
@@ -16,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "conf.h"
+#include "e2bjson.h"
 #include "fileio.h"
 #include "files.h"
 #include "log.h"
@@ -51,11 +55,12 @@ static int valid_base(const char *base, const char *flavors)
 	return is_flavor(flavors, base);
 }
 
-/* DIR/template.conf, a regular file in the directory itself. A symlink (to
- * a file of the build machine, say) or a fifo is refused before a byte is
- * read: the parser's messages quote the lines they refuse, which must never
- * be another file's. -ELOOP: a symlink; -EINVAL: not a regular file. */
-static int read_conf(const char *dir, char **buf, size_t *len)
+/* DIR/NAME (template.conf or e2b.template.json), a regular file in the
+ * directory itself. A symlink (to a file of the build machine, say) or a
+ * fifo is refused before a byte is read: the parsers' messages quote what
+ * they refuse, which must never be another file's. -ELOOP: a symlink;
+ * -EINVAL: not a regular file; -ENOENT: none. */
+static int read_conf(const char *dir, const char *name, size_t max, char **buf, size_t *len)
 {
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int fd = -1;
@@ -64,26 +69,25 @@ static int read_conf(const char *dir, char **buf, size_t *len)
 	if (dfd < 0)
 		return -errno;
 	/* O_NONBLOCK: opening a fifo must not wait for a writer. */
-	fd = openat(dfd, "template.conf", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
-	return read_small_fd(fd, TPL_MAX_BYTES, buf, len);
+	return read_small_fd(fd, max, buf, len);
 }
 
 static const char *read_conf_error(int r)
 {
 	switch (r) {
 	case -EFBIG:
-		return "larger than 256 KiB";
+		return "too large (template.conf: 256 KiB at most; e2b.template.json: 1 MiB)";
 	case -ELOOP:
-		return "a symlink; template.conf must be a regular file in the template directory itself "
-		       "(copy it there)";
+		return "a symlink; it must be a regular file in the template directory itself (copy it there)";
 	case -EINVAL:
-		return "not a regular file; template.conf must be a regular file in the template directory";
+		return "not a regular file; it must be a regular file in the template directory";
 	default:
 		return strerror(-r);
 	}
@@ -94,6 +98,7 @@ static json_t *to_json(const struct template_conf *c, char **resolved)
 	json_t *o = json_object(), *a;
 	char mode[8];
 
+	json_object_set_new(o, "format", json_string("conf"));
 	json_object_set_new(o, "name", json_string(c->name));
 	json_object_set_new(o, "base", json_string(c->base));
 	json_object_set_new(o, "description", json_string(c->description ? c->description : ""));
@@ -167,6 +172,60 @@ static int check(const char *conf_path, const char *dir, const char *flavors, co
 	return r;
 }
 
+/* DIR/e2b.template.json (e2bjson.h): its normal form, with the format and
+ * the template's name (its folder's) for os-image/template.sh. */
+static int run_e2b(const char *dir, const char *flavors)
+{
+	char path[PATH_MAX], *buf = NULL;
+	const char *name = strrchr(dir, '/') + 1, *base;
+	struct e2b_error err;
+	size_t len = 0;
+	json_t *o = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/e2b.template.json", dir);
+	if (!tpl_valid_name(name) || is_flavor(flavors, name)) {
+		log_error("%s: the template's name is its folder's, '%s', which must be [a-z0-9][a-z0-9-]* "
+			  "(at most %d) and not a flavor's (%s); rename the folder", path, name, TPL_MAX_NAME, flavors);
+		return 1;
+	}
+	r = read_conf(dir, "e2b.template.json", E2B_MAX_BYTES, &buf, &len);
+	if (r == -ENOENT) {
+		log_error("template %s: no template.conf or e2b.template.json in it (see template/README.md)", dir);
+		return 1;
+	}
+	if (r < 0) {
+		log_error("%s: %s", path, read_conf_error(r));
+		return 1;
+	}
+	r = e2b_parse(buf, len, &o, &err);
+	free(buf);
+	if (r < 0) {
+		if (err.step >= 0)
+			log_error("%s: step %ld: %s", path, err.step, err.msg);
+		else if (err.key[0])
+			log_error("%s: key '%s': %s", path, err.key, err.msg);
+		else
+			log_error("%s: %s", path, err.msg);
+		return 1;
+	}
+	base = json_string_value(json_object_get(json_object_get(o, "from"), "name"));
+	if (base && !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "kind")), "template") &&
+	    !strcmp(base, name)) {
+		log_error("%s: key 'fromTemplate': '%s' is this template itself; name the template it builds on", path,
+			  base);
+		json_decref(o);
+		return 1;
+	}
+	json_object_set_new(o, "format", json_string("e2b"));
+	json_object_set_new(o, "name", json_string(name));
+	r = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 && putchar('\n') != EOF && fflush(stdout) == 0;
+	if (!r)
+		log_error("%s: cannot write its JSON to stdout", path);
+	json_decref(o);
+	return r ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -175,7 +234,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir_arg = NULL, *flavors = NULL;
-	char conf_path[PATH_MAX], *dir, *buf = NULL, **resolved = NULL;
+	char conf_path[PATH_MAX], json_path[PATH_MAX], *dir, *buf = NULL, **resolved = NULL;
 	struct template_conf conf;
 	struct tpl_error err;
 	size_t len = 0;
@@ -203,7 +262,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(conf_path, sizeof(conf_path), "%s/template.conf", dir);
-	r = read_conf(dir, &buf, &len);
+	if (faccessat(AT_FDCWD, conf_path, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		r = run_e2b(dir, flavors);
+		free(dir);
+		return r;
+	}
+	snprintf(json_path, sizeof(json_path), "%s/e2b.template.json", dir);
+	if (faccessat(AT_FDCWD, json_path, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		log_error("%s: both template.conf and e2b.template.json: a template is written in one format; "
+			  "move one of them out", dir);
+		free(dir);
+		return 1;
+	}
+	r = read_conf(dir, "template.conf", TPL_MAX_BYTES, &buf, &len);
 	if (r < 0) {
 		log_error("%s: %s", conf_path, read_conf_error(r));
 		free(dir);

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Stage an E2B Template JSON (build/e2b-template's normal form of
+DIR/e2b.template.json) as a mkosi extra tree, on the build machine, before
+mkosi runs:
+
+  usr/lib/e2b-template-build/steps.json     the steps, for os-image/e2b_steps.py (template.postinst)
+  usr/lib/e2b-template-build/copy/NNN/      step NNN's files (a COPY), as the SDK's upload has them
+  usr/lib/systemd/system/e2b-template.service, its preset   when there is a start command
+
+Every COPY's files are read from DIR as the SDK reads them and must hash to
+the step's filesHash (os-image/e2b_copy.py). Also writes --labels: the
+template's name and ready check for os-image/labels.py, in the keys
+build/e2b-template gives a template.conf template.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2b_copy  # noqa: E402
+from termsafe import escape  # noqa: E402
+from template_stage import BUILD, UNIT, protected, write  # noqa: E402
+
+# E2B polls the ready command every 2 s for 10 minutes; without one, a start
+# command gets 20 s (its GetDefaultReadyCommand).
+READY_TIMEOUT = 600
+DEFAULT_READY = "sleep 20"
+
+
+def unit(name: str) -> str:
+    return f"""# The template {name}'s start command (E2B's startCmd), written by
+# os-image/e2b_stage.py. E2B starts it once, after envd, and does not restart
+# it; /usr/lib/e2b-template/start (os-image/e2b_steps.py) runs it as the
+# user, in the workdir and with the ENVs the steps left.
+[Unit]
+Description=Template {name}: start command
+After=envd.service network.target
+Wants=envd.service
+
+[Service]
+ExecStart=/usr/lib/e2b-template/start
+Restart=no
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def stage(t: dict, folder: str, tree: str) -> dict:
+    folder = os.path.realpath(folder)
+    ignore = e2b_copy.IgnoreMatcher.of_folder(folder)
+    steps = []
+    for step in t["steps"]:
+        step = dict(step)
+        if step["type"] == "COPY":
+            dest = step["args"][1]
+            rule = protected(dest) if dest.startswith("/") else None
+            if rule and not dest.startswith(("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/")):
+                raise e2b_copy.CopyError(f"step {step['index']}: COPY to {dest}: it belongs to the image's guard, "
+                                         f"envd or units ({rule}) and is not a template's to replace")
+            rels = e2b_copy.read_step(folder, step, ignore)
+            n = f"{step['index']:04d}"
+            entry = e2b_copy.stage_step(folder, step, rels, os.path.join(tree, BUILD.lstrip("/"), "copy", n))
+            step["staged"] = "/" + os.path.relpath(entry, tree)
+        steps.append(step)
+    ready = t["ready_cmd"] or (DEFAULT_READY if t["start_cmd"] else None)
+    write(tree, f"{BUILD.lstrip('/')}/steps.json",
+          json.dumps({"steps": steps, "start_cmd": t["start_cmd"], "ready_cmd": ready, "env": {}}, indent=1) + "\n")
+    if t["start_cmd"]:
+        write(tree, f"usr/lib/systemd/system/{UNIT}", unit(t["name"]))
+        write(tree, "usr/lib/systemd/system-preset/05-e2b-template.preset", f"enable {UNIT}\n")
+    return {"format": "e2b", "name": t["name"], "description": "", "vcpu": None, "memory_mb": None,
+            "ready": "command /usr/lib/e2b-template/ready" if ready else None,
+            "ready_timeout": READY_TIMEOUT if ready else None}
+
+
+def main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="e2b_stage.py")
+    ap.add_argument("--template", required=True, help="build/e2b-template's normal form")
+    ap.add_argument("--folder", required=True, help="the template's folder (COPY sources)")
+    ap.add_argument("--tree", required=True)
+    ap.add_argument("--labels", required=True, help="where the label inputs go")
+    a = ap.parse_args(argv)
+    with open(a.template, encoding="utf-8") as f:
+        t = json.load(f)
+    try:
+        labels = stage(t, a.folder, a.tree)
+    except (e2b_copy.CopyError, OSError) as e:
+        print(escape(f"template: {a.folder}/e2b.template.json: {e}"), file=sys.stderr)
+        return 1
+    with open(a.labels, "w", encoding="utf-8") as f:
+        json.dump(labels, f, indent=2)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

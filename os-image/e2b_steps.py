@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Runs an E2B Template JSON's steps in the image, in order, with the meaning
+E2B's build gives them (e2b-dev/infra, packages/orchestrator/pkg/template/
+build/, at envd-v0.6.13; template/README.md, "E2B's Template JSON"), then
+writes how the start and ready commands run.
+
+    e2b_steps.py ROOT STEPS_JSON     (STEPS_JSON: a path in the image, read inside ROOT)
+
+Run by os-image/template.postinst inside mkosi's postinst sandbox, where
+`mkosi-chroot` runs a command in the image root. STEPS_JSON is what
+os-image/e2b_stage.py staged: {"steps": [...], "start_cmd", "ready_cmd",
+"env": {...}} with each COPY's files staged in the image under
+/usr/lib/e2b-template-build/copy/NNN/.
+
+The context, as E2B's build keeps it: a user (`user` before the first step,
+as E2B's default USER phase leaves it), a workdir (none: a command runs in
+the user's home), and the ENVs so far (the base image's Env first).
+- RUN [cmd, user?]: `/bin/bash -l -c cmd` as user (the step's, else the
+  context's), in the workdir, with HOME, USER, LOGNAME, PATH and the ENVs;
+  the context is unchanged.
+- COPY [src, dest, owner, mode]: the staged entry to dest (relative: to the
+  workdir or home); owner default the context's user; parents made by root.
+- ENV [k, v, ...]: each value expanded by bash (variables, not commands)
+  with the ENVs so far; WORKDIR [path]: relative to the workdir or /, made
+  (the new part owned by the user) when missing; USER [name, sudo?]: made
+  when missing (useradd --create-home), with passwordless sudo when "true".
+A failing step stops the build: its index, its type, its command and its
+output's last lines.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections import deque
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inroot  # noqa: E402
+from termsafe import escape  # noqa: E402
+
+BUILD = "/usr/lib/e2b-template-build"
+OUT_DIR = "usr/lib/e2b-template"
+# envd runs under systemd: a command's PATH is systemd's default, and a PATH
+# among the ENVs gets it appended (as E2B's build does).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class StepError(Exception):
+    pass
+
+
+def chroot(*argv: str, check: bool = True, capture: bool = True) -> subprocess.CompletedProcess:
+    cp = subprocess.run(["mkosi-chroot", *argv], capture_output=capture, text=True)
+    if check and cp.returncode != 0:
+        raise StepError(f"{' '.join(argv[:3])}: exit status {cp.returncode}: {(cp.stderr or '').strip()[-500:]}")
+    return cp
+
+
+def account(name: str) -> dict:
+    cp = chroot("getent", "passwd", name, check=False)
+    if cp.returncode != 0 or not cp.stdout.strip():
+        raise StepError(f"user '{name}' does not exist in the image (a USER step makes one)")
+    f = cp.stdout.strip().split("\n")[0].split(":")
+    group = chroot("id", "-gn", name).stdout.strip()
+    return {"name": f[0], "group": group, "home": f[5] or "/"}
+
+
+def run_env(user: dict, env: dict) -> list:
+    """env(1) assignments for a command as user: HOME, USER, LOGNAME, PATH, then the ENVs."""
+    out = {"PATH": SYSTEM_PATH, "HOME": user["home"], "USER": user["name"], "LOGNAME": user["name"]}
+    for k, v in env.items():
+        out[k] = f"{v}:{SYSTEM_PATH}" if k == "PATH" else v
+    return [f"{k}={v}" for k, v in out.items()]
+
+
+def as_user_argv(user: dict, workdir: str, env: dict, command: str) -> list:
+    """The command, as E2B's envd runs one: bash -l -c, as user, in workdir."""
+    return ["env", "-i", "-C", workdir, *run_env(user, env), "setpriv", f"--reuid={user['name']}",
+            f"--regid={user['group']}", "--init-groups", "/bin/bash", "-l", "-c", command]
+
+
+def run_step(ctx: dict, step: dict) -> None:
+    cmd = step["args"][0]
+    user = account(step["args"][1] if len(step["args"]) > 1 else ctx["user"])
+    workdir = ctx["workdir"] or user["home"]
+    if chroot("test", "-d", workdir, check=False).returncode != 0:
+        raise StepError(f"its working directory {workdir} does not exist")
+    tail = deque(maxlen=20)
+    with subprocess.Popen(["mkosi-chroot", *as_user_argv(user, workdir, ctx["env"], cmd)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as p:
+        for line in p.stdout:
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
+            tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+    if p.returncode != 0:
+        lines = "\n".join(f"template:   {escape(t)}" for t in tail)
+        raise StepError(f"`{cmd[:200]}` as {user['name']} in {workdir} failed with exit status {p.returncode}; "
+                        f"its last lines:\n{lines}")
+
+
+# COPY, as E2B's build places an entry: a link or a file is moved to dest
+# (into it when dest ends in / or is a directory), a directory is merged
+# into dest. Owner and mode go on what is copied; parents are made by root.
+COPY_SH = r'''set -eu
+entry=$1 dest=$2 owner=$3 mode=$4
+if [ -L "$entry" ]; then
+    chown -h "$owner" "$entry"
+elif [ -d "$entry" ]; then
+    chown -R "$owner" "$entry"
+    [ -z "$mode" ] || chmod -R "$mode" "$entry"
+    mkdir -p "$dest"
+    (cd "$entry" && tar -cf - .) | tar -xf - -C "$dest" --keep-directory-symlink --no-overwrite-dir
+    exit 0
+else
+    chown "$owner" "$entry"
+    [ -z "$mode" ] || chmod "$mode" "$entry"
+fi
+case "$dest" in
+    */) mkdir -p "$dest" ;;
+    *) mkdir -p "$(dirname "$dest")" ;;
+esac
+mv -f "$entry" "$dest"
+'''
+
+
+def copy_step(ctx: dict, step: dict) -> None:
+    src, dest, owner, mode = step["args"]
+    user = account(ctx["user"])
+    if not dest.startswith("/"):
+        dest = os.path.join(ctx["workdir"] or user["home"], dest) + ("/" if dest.endswith("/") else "")
+    owner = owner or f"{user['name']}:{user['name']}"
+    if ":" not in owner:
+        owner = f"{owner}:{owner}"
+    chroot("sh", "-c", COPY_SH, "copy", step["staged"], dest, owner, mode)
+
+
+# A value is expanded as a double-quoted string: variables, not commands.
+def expand(ctx: dict, value: str) -> str:
+    quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`").replace("$(", "\\$(")
+    root = {"name": "root", "group": "root", "home": "/root"}
+    argv = ["env", "-i", "-C", "/", *run_env(root, ctx["env"]), "/bin/bash", "-c", f'printf "%s" "{quoted}"']
+    return chroot(*argv).stdout
+
+
+def env_step(ctx: dict, step: dict) -> None:
+    a = step["args"]
+    for k, v in zip(a[0::2], a[1::2]):
+        ctx["env"][k] = expand(ctx, v)
+
+
+WORKDIR_SH = r'''set -eu
+target=$1 owner=$2
+if [ ! -d "$target" ]; then
+    first=$target
+    while [ ! -e "$(dirname "$first")" ]; do first=$(dirname "$first"); done
+    mkdir -p "$target"
+    chown -R "$owner:$owner" "$first" 2>/dev/null || chown -R "$owner" "$first"
+fi
+cd "$target" && pwd
+'''
+
+
+def workdir_step(ctx: dict, step: dict) -> None:
+    path = os.path.normpath(os.path.join(ctx["workdir"] or "/", step["args"][0]))
+    ctx["workdir"] = chroot("sh", "-c", WORKDIR_SH, "workdir", path, ctx["user"]).stdout.strip()
+
+
+USER_SH = r'''set -eu
+name=$1 sudo=$2
+id -u "$name" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$name"
+if [ "$sudo" = true ]; then
+    usermod -aG sudo "$name"
+    passwd -d "$name" >/dev/null
+    printf '%s ALL=(ALL:ALL) NOPASSWD: ALL\n' "$name" > "/etc/sudoers.d/e2b-template-$name"
+    chmod 0440 "/etc/sudoers.d/e2b-template-$name"
+fi
+'''
+
+
+def user_step(ctx: dict, step: dict) -> None:
+    name = step["args"][0]
+    chroot("sh", "-c", USER_SH, "user", name, step["args"][1] if len(step["args"]) > 1 else "false")
+    ctx["user"] = name
+
+
+def launcher(ctx: dict, command: str, what: str) -> bytes:
+    """/usr/lib/e2b-template/{start,ready}: command as the context's user, in
+    its workdir, with its ENVs (E2B runs its start and ready commands so),
+    from root (the start unit) or from that user already (a ready check)."""
+    user = account(ctx["user"])
+    workdir = ctx["workdir"] or user["home"]
+    as_root = " ".join(shlex.quote(a) for a in as_user_argv(user, workdir, ctx["env"], command))
+    same = " ".join(shlex.quote(a) for a in ["env", "-i", "-C", workdir, *run_env(user, ctx["env"]),
+                                             "/bin/bash", "-l", "-c", command])
+    return (f"#!/bin/sh\n# The template's {what} (E2B's Template JSON), as user {user['name']} in {workdir}:\n"
+            f"# written by os-image/e2b_steps.py after the steps.\n"
+            f"if [ \"$(id -u)\" = 0 ]; then exec {as_root}; fi\nexec {same}\n").encode()
+
+
+# While the steps run, apt sees the sources the image ships (the build's
+# own, e2b.sources, which mkosi.finalize keeps) and not mkosi's, which add
+# archives (debian-debug, source indices) a build's mirror may not serve.
+APT_ASIDE_SH = r'''set -eu
+d=/etc/apt/sources.list.d a=$1
+[ -f "$d/e2b.sources" ] || exit 0
+mkdir -p "$a"
+for f in "$d"/* "$d"/.[!.]*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    [ "$f" = "$d/e2b.sources" ] || mv "$f" "$a/"
+done
+'''
+APT_BACK_SH = r'''set -eu
+d=/etc/apt/sources.list.d a=$1
+[ -d "$a" ] || exit 0
+for f in "$a"/* "$a"/.[!.]*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    mv -f "$f" "$d/"
+done
+rmdir "$a"
+'''
+APT_ASIDE = f"{BUILD}/apt-sources-aside"
+
+RUNNERS = {"RUN": None, "COPY": copy_step, "ENV": env_step, "WORKDIR": workdir_step, "USER": user_step}
+
+
+def main(argv: list) -> int:
+    if len(argv) != 2:
+        print("usage: e2b_steps.py ROOT STEPS_JSON", file=sys.stderr)
+        return 2
+    root, path = argv
+    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    t = json.loads(inroot.read(rootfd, path))
+    ctx = {"user": "user", "workdir": None, "env": dict(t.get("env", {}))}
+    chroot("sh", "-c", APT_ASIDE_SH, "apt-aside", APT_ASIDE)
+    for step in t["steps"]:
+        shown = escape(" ".join(step["args"])[:160])
+        print(f"template: step {step['index']} {step['type']} {shown}", file=sys.stderr, flush=True)
+        try:
+            if step["type"] == "RUN":
+                run_step(ctx, step)
+            else:
+                RUNNERS[step["type"]](ctx, step)
+        except StepError as e:
+            print(f"template: step {step['index']} ({step['type']}) failed: {e}", file=sys.stderr)
+            return 1
+    chroot("sh", "-c", APT_BACK_SH, "apt-back", APT_ASIDE)
+    try:
+        for name, cmd in (("start", t.get("start_cmd")), ("ready", t.get("ready_cmd"))):
+            if cmd:
+                inroot.mkdirs(rootfd, OUT_DIR)
+                inroot.write(rootfd, f"{OUT_DIR}/{name}", launcher(ctx, cmd, f"{name} command"))
+                inroot.chmod(rootfd, f"{OUT_DIR}/{name}", 0o755)
+        context = {"user": ctx["user"], "workdir": ctx["workdir"], "env_names": sorted(ctx["env"])}
+        inroot.write(rootfd, f"{OUT_DIR}/context.json", (json.dumps(context, indent=2) + "\n").encode())
+    except (StepError, OSError) as e:
+        print(f"template: writing the start and ready commands: {e}", file=sys.stderr)
+        return 1
+    finally:
+        os.close(rootfd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
