@@ -69,6 +69,7 @@ def _pattern_regex(pattern: str) -> re.Pattern:
 
 class IgnoreMatcher:
     def __init__(self, patterns):
+        self.patterns = list(patterns)
         self.rules = []
         for p in patterns:
             p = p.strip()
@@ -176,6 +177,32 @@ def list_files(folder: str, src: str, ignore: IgnoreMatcher) -> list:
     return sorted(found, key=lambda r: folder if r == "." else os.path.join(folder, r))
 
 
+def list_files_js(folder: str, src: str, patterns: list) -> list:
+    """The same as the JS SDK lists it: a matched directory brings everything
+    below it; an ignore pattern (node-glob's: no '!', no parents) drops only
+    the paths it matches itself."""
+    rxs = []
+    for p in patterns:
+        p = p.strip()
+        if p and not p.startswith(("#", "!")):
+            p = os.path.normpath(p).lstrip("/")
+            if p not in ("", "."):
+                rxs.append(_pattern_regex(p))
+    found = set()
+    for rel in _glob(folder, src):
+        if rel != "." and any(rx.match(rel) for rx in rxs):
+            continue
+        found.add(rel)
+        path = os.path.join(folder, rel)
+        if os.path.isdir(path) and not os.path.islink(path):
+            for root, dirs, files in os.walk(path):
+                for name in dirs + files:
+                    sub = os.path.relpath(os.path.join(root, name), folder)
+                    if not any(rx.match(sub) for rx in rxs):
+                        found.add(sub)
+    return sorted(found, key=lambda r: folder if r == "." else os.path.join(folder, r))
+
+
 def check_inside(folder: str, rels: list, resolve_symlinks: bool, what: str) -> None:
     for rel in rels:
         path = os.path.join(folder, rel)
@@ -193,7 +220,7 @@ def files_hash(folder: str, src: str, dest: str, rels: list, resolve_symlinks: b
     h = hashlib.sha256(f"COPY {src} {dest}".encode())
     for rel in rels:
         path = os.path.join(folder, rel)
-        h.update(rel.encode())
+        h.update(("" if js and rel == "." else rel).encode())
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode) and not (resolve_symlinks and (os.path.isfile(path) or os.path.isdir(path))):
             h.update(str(st.st_mode).encode())
@@ -211,22 +238,32 @@ def files_hash(folder: str, src: str, dest: str, rels: list, resolve_symlinks: b
     return h.hexdigest()
 
 
-def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> list:
-    """The step's files, checked: inside the folder, and hashing to its
-    filesHash by either SDK's recipe. Raises CopyError naming the step."""
+def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> tuple:
+    """The step's files and whether its symlinks are resolved, checked:
+    inside the folder, and hashing to its filesHash by either SDK's recipe.
+    Raises CopyError naming the step."""
     src, dest = step["args"][0], step["args"][1]
     what = f"step {step['index']}: COPY {src}"
     rels = list_files(folder, src, ignore)
     if not rels:
         raise CopyError(f"{what}: no files in the template's folder match it (less .dockerignore's); "
                         f"the folder is not the one the JSON was written from")
-    check_inside(folder, rels, step.get("resolveSymlinks", False), what)
-    want = step["filesHash"]
-    resolve = step.get("resolveSymlinks", False)
-    if want not in (files_hash(folder, src, dest, rels, resolve), files_hash(folder, src, dest, rels, resolve, True)):
-        raise CopyError(f"{what}: its files do not hash to the step's filesHash: the folder has changed since the "
-                        f"JSON was written (or is partial); write the JSON again from this folder with the SDK")
-    return rels
+    # The JS SDK writes resolveSymlinks; the Python SDK hashes with it but
+    # does not write it, so without it both are tried (the hash says which).
+    resolves = [step["resolveSymlinks"]] if "resolveSymlinks" in step else [False, True]
+    js_rels = list_files_js(folder, src, ignore.patterns)
+    for resolve in resolves:
+        for listed, js in ((rels, False), (js_rels, True)):
+            if listed and files_hash(folder, src, dest, listed, resolve, js) == step["filesHash"]:
+                check_inside(folder, listed, resolve, what)
+                return listed, resolve
+    check_inside(folder, rels, resolves[-1], what)
+    if "e2b.template.json" in rels:
+        raise CopyError(f"{what}: its files do not hash to the step's filesHash, and they include "
+                        f"e2b.template.json, which the SDK hashed before it was written: add e2b.template.json "
+                        f"to the folder's .dockerignore and write the JSON again")
+    raise CopyError(f"{what}: its files do not hash to the step's filesHash: the folder has changed since the "
+                    f"JSON was written (or is partial); write the JSON again from this folder with the SDK")
 
 
 def stage_step(folder: str, step: dict, rels: list, out: str) -> str:

@@ -59,7 +59,7 @@ def stage(t: dict, folder: str, tree: str) -> dict:
             if rule and not dest.startswith(("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/")):
                 raise e2b_copy.CopyError(f"step {step['index']}: COPY to {dest}: it belongs to the image's guard, "
                                          f"envd or units ({rule}) and is not a template's to replace")
-            rels = e2b_copy.read_step(folder, step, ignore)
+            rels, step["resolveSymlinks"] = e2b_copy.read_step(folder, step, ignore)
             n = f"{step['index']:04d}"
             entry = e2b_copy.stage_step(folder, step, rels, os.path.join(tree, BUILD.lstrip("/"), "copy", n))
             step["staged"] = "/" + os.path.relpath(entry, tree)

@@ -300,7 +300,9 @@ static int read_step(json_t *s, long i, json_t *steps, struct e2b_error *err)
 		while (a && json_array_size(a) < 4)
 			json_array_append_new(a, json_string(""));
 		json_object_set_new(out, "filesHash", json_string(hash));
-		json_object_set_new(out, "resolveSymlinks", json_boolean(json_is_true(json_object_get(s, "resolveSymlinks"))));
+		/* Only the JS SDK writes it; the Python SDK hashes with it unwritten. */
+		if (json_object_get(s, "resolveSymlinks"))
+			json_object_set(out, "resolveSymlinks", json_object_get(s, "resolveSymlinks"));
 	}
 	return json_array_append_new(steps, out) == 0 ? 0 : -ENOMEM;
 }

@@ -37,7 +37,8 @@ struct e2b_error {
  *    "registry_auth": "registry" | "aws" | "gcp" | null,   (the type only: no secret is kept)
  *    "force": bool,
  *    "steps": [{"index": N, "type": "RUN"|"COPY"|"ENV"|"WORKDIR"|"USER", "args": [...],
- *               "force": bool, COPY only: "filesHash", "resolveSymlinks": bool}],
+ *               "force": bool, COPY only: "filesHash", and "resolveSymlinks": bool
+ *               when the JSON has it}],
  *    "start_cmd": str | null, "ready_cmd": str | null}
  *
  * with ADD read as COPY and ARG as ENV (as E2B's build runs them), types in

@@ -97,7 +97,7 @@ int main(void)
 		 " \"filesHash\": \"" HASH "\", \"resolveSymlinks\": true, \"gzip\": false, \"forceUpload\": true}]}",
 		 &o, &err) == 0 && json_is_true(json_object_get(json_array_get(json_object_get(o, "steps"), 0),
 								  "resolveSymlinks")),
-	   "the JS SDK's extra step keys; a source with .. that stays inside");
+	   "the JS SDK's extra step keys, resolveSymlinks kept; a source with .. that stays inside");
 	json_decref(o);
 
 	rejects("a JSON that is not an object", "[1, 2]", -1, "", "not a JSON object");
