@@ -245,9 +245,9 @@ def main(argv: list) -> int:
             return 1
     chroot("sh", "-c", APT_BACK_SH, "apt-back", APT_ASIDE)
     try:
+        inroot.mkdirs(rootfd, OUT_DIR)
         for name, cmd in (("start", t.get("start_cmd")), ("ready", t.get("ready_cmd"))):
             if cmd:
-                inroot.mkdirs(rootfd, OUT_DIR)
                 inroot.write(rootfd, f"{OUT_DIR}/{name}", launcher(ctx, cmd, f"{name} command"))
                 inroot.chmod(rootfd, f"{OUT_DIR}/{name}", 0o755)
         context = {"user": ctx["user"], "workdir": ctx["workdir"], "env_names": sorted(ctx["env"])}

@@ -1,0 +1,146 @@
+"""Real builds (`make template=DIR`, mkosi, packing) of E2B Template JSON
+written by E2B's own Python SDK, on e2b-rt (warm, as the web example's):
+examples/templates/e2b-sdk, whose steps run in order with E2B's meaning
+(RUN with the network through the build's own apt sources, USER making its
+account, WORKDIR, COPY with owner and mode, ENV), and whose start and ready
+commands run as the steps left the context. Then what only a build finds:
+a RUN that fails, a RUN that unguards, and a RUN that reaches for the build
+host (issue 37's rules, in this format too)."""
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sdk"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
+import bases  # noqa: E402
+import sdk_helpers  # noqa: E402
+import testimages  # noqa: E402
+
+ROOT = testimages.ROOT
+EXAMPLE = testimages.EXAMPLES / "e2b-sdk"
+
+
+def sdk_json(folder: pathlib.Path) -> None:
+    """folder/e2b.template.json, written by the real SDK from folder/template.py."""
+    cp = subprocess.run([str(sdk_helpers.py_sdk()), "template.py"], cwd=folder, capture_output=True, text=True,
+                        timeout=120)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    (folder / "e2b.template.json").write_text(cp.stdout)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2b") / "e2b-sdk"
+    shutil.copytree(EXAMPLE, d, ignore=shutil.ignore_patterns("e2b.template.json", "__pycache__"))
+    sdk_json(d)
+    out = tmp_path_factory.mktemp("e2b-out")
+    b = testimages.Built("e2b-rt", out / "e2b-sdk", testimages.build_template(d, "e2b-rt", out))
+    if not b.ok:
+        pytest.fail(b.failure())
+    return b
+
+
+def test_the_steps_ran_with_e2bs_meaning(example):
+    t = example.tree
+    app = next(line.split(":") for line in (t / "etc/passwd").read_text().splitlines() if line.startswith("app:"))
+    uid = int(app[2])
+    assert app[5] == "/home/app" and app[6] == "/bin/bash"  # USER made it: useradd --create-home
+    assert (t / "usr/bin/python3").exists()  # RUN apt-get, with the network
+    st = (t / "opt/app/server.py").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (uid, uid, 0o755)  # COPY's owner and mode
+    assert (t / "opt/app").stat().st_uid == uid  # WORKDIR made it as the user's
+    assert (t / "opt/app/static/index.html").stat().st_uid == uid  # a directory, relative to the workdir
+    # RUN: as the context's user, in its workdir.
+    assert (t / "opt/app/build-info.txt").read_text() == "built by app in /opt/app\n"
+    # The build's own apt sources, not mkosi's, while the steps ran and after.
+    assert sorted(p.name for p in (t / "etc/apt/sources.list.d").iterdir()) == ["e2b.sources"]
+    assert not (t / "usr/lib/e2b-template-build").exists()
+
+
+def test_start_and_ready_run_as_the_steps_left_them(example):
+    t = example.tree
+    for name, cmd in (("start", "python3 server.py 3000"), ("ready", "ss -Htuln sport = :3000")):
+        text = (t / "usr/lib/e2b-template" / name).read_text()
+        assert "env -i -C /opt/app" in text and "--reuid=app" in text and "/bin/bash -l -c" in text, text
+        assert "'GREETING=hello from an E2B template'" in text and cmd in text, text
+    unit = (t / "usr/lib/systemd/system/e2b-template.service").read_text()
+    assert "ExecStart=/usr/lib/e2b-template/start" in unit and "Restart=no" in unit and "After=envd.service" in unit
+    assert (t / "etc/systemd/system/multi-user.target.wants/e2b-template.service").is_symlink()
+    labels = testimages.check_labels(example, "e2b-sdk", "e2b-rt", "10000,10052,10053,49983")
+    assert labels["org.e2b-images.ready"] == "command /usr/lib/e2b-template/ready"
+    assert labels["org.e2b-images.ready-timeout"] == "600"
+    # The ENV reaches the start and ready commands only, as on E2B: not every login shell.
+    assert "GREETING" not in "".join(p.read_text() for p in (t / "etc/profile.d").glob("*.sh") if not p.is_symlink())
+
+
+def test_the_ready_command_runs_the_way_the_warmup_runs_it(example):
+    """The ready launcher, run in the image root as root (the warmup's
+    user), drops to the template's user and workdir: a command of ours in
+    place of the SDK's shows who and where it runs."""
+    t = example.tree
+    text = (t / "usr/lib/e2b-template/ready").read_text()
+    probe = text.replace("[ -n \"$(ss -Htuln sport = :3000)\" ]", "echo \"$(id -un) $(pwd) $GREETING\"")
+    assert probe != text
+    cp = subprocess.run(["chroot", str(t), "/bin/sh", "-c", probe.split("\n", 3)[3]], capture_output=True,
+                        text=True, timeout=60)
+    assert cp.stdout.strip().endswith("app /opt/app hello from an E2B template"), (cp.stdout, cp.stderr)
+
+
+def one_step_template(tmp_path: pathlib.Path, steps: list) -> pathlib.Path:
+    d = tmp_path / "bad-e2b"
+    d.mkdir()
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": [
+        {"type": "RUN", "args": [cmd, "root"], "force": False} for cmd in steps]}))
+    return d
+
+
+def failed_build(tmp_path, steps, example):
+    out = tmp_path / "out"
+    cp = testimages.build_template(one_step_template(tmp_path, steps), "e2b-rt", out)
+    assert cp.returncode != 0
+    assert not (out / "bad-e2b").exists(), "a failed build left out/bad-e2b/"
+    return cp.stderr
+
+
+def test_a_failing_run_names_its_index_command_and_last_lines(tmp_path, example):
+    err = failed_build(tmp_path, ["echo first", "echo about to fail; ls /no/such/dir"], example)
+    assert "template: step 1 (RUN) failed: `echo about to fail; ls /no/such/dir` as root in /root " \
+           "failed with exit status 2" in err, err[-3000:]
+    assert "template:   about to fail" in err
+
+
+def test_a_run_cannot_unguard(tmp_path, example):
+    err = failed_build(tmp_path, ["sed -i 's/49983,//' /etc/e2b/guarded-ports",
+                                  "echo 'disable envd-guard.service' > /usr/lib/systemd/system-preset/00-x.preset"],
+                       example)
+    assert "template:   guard: /etc/e2b/guarded-ports changed" in err, err[-3000:]
+    assert "template:   presets: /usr/lib/systemd/system-preset/00-x.preset added" in err, err[-3000:]
+
+
+def test_a_run_cannot_reach_the_build_host(tmp_path, example):
+    """Issue 37's escape, from a RUN step (which has the network, and runs
+    as root): the host's files through /proc/PID/root and the checkout
+    through /work/src stay as they were."""
+    host = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-canary-", dir="/var/tmp"))
+    try:
+        (host / "precious").write_text("the build host's\n")
+        before = (bases.tree_state(host), bases.checkout_owners())
+        log = "/usr/lib/e2b-escape.log"
+        steps = [f"for r in /proc/[0-9]*/root; do echo pwned > $r{host}/precious 2>/dev/null && "
+                 f"echo \"wrote $r\" >> {log}; done; echo \"processes: $(ls -d /proc/[0-9]* | wc -l)\" >> {log}",
+                 "chown 1000 /work/src 2>/dev/null; echo pwned > /work/src/Makefile 2>/dev/null; true"]
+        out = tmp_path / "out"
+        cp = testimages.build_template(one_step_template(tmp_path, steps), "e2b-rt", out)
+        assert cp.returncode == 0, cp.stderr[-4000:]
+        escaped = (out / "bad-e2b/work/mkosi-out/image" / log.lstrip("/")).read_text()
+        assert "wrote" not in escaped and int(escaped.split("processes: ")[1]) < 30, escaped
+        assert (bases.tree_state(host), bases.checkout_owners()) == before
+        assert "pwned" not in (ROOT / "Makefile").read_text()
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
