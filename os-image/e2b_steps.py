@@ -32,6 +32,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections import deque
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -86,12 +87,21 @@ def run_step(ctx: dict, step: dict) -> None:
     if chroot("test", "-d", workdir, check=False).returncode != 0:
         raise StepError(f"its working directory {workdir} does not exist")
     tail = deque(maxlen=20)
-    with subprocess.Popen(["mkosi-chroot", *as_user_argv(user, workdir, ctx["env"], cmd)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as p:
+    p = subprocess.Popen(["mkosi-chroot", *as_user_argv(user, workdir, ctx["env"], cmd)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def pump():
         for line in p.stdout:
             sys.stderr.buffer.write(line)
             sys.stderr.buffer.flush()
             tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    p.wait()
+    # A step ends when its command does, as on E2B: a process it left in
+    # the background may hold the output open, and is not waited for.
+    reader.join(timeout=2)
     if p.returncode != 0:
         lines = "\n".join(f"template:   {escape(t)}" for t in tail)
         raise StepError(f"`{cmd[:200]}` as {user['name']} in {workdir} failed with exit status {p.returncode}; "
