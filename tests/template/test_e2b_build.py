@@ -126,13 +126,16 @@ def test_a_run_cannot_unguard(tmp_path, example):
 def test_a_run_cannot_reach_the_build_host(tmp_path, example):
     """Issue 37's escape, from a RUN step (which has the network, and runs
     as root): the host's files through /proc/PID/root and the checkout
-    through /work/src stay as they were."""
+    through /work/src stay as they were. The first step leaves a process
+    behind, holding its output: the next steps still run, and the build
+    ends."""
     host = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-canary-", dir="/var/tmp"))
     try:
         (host / "precious").write_text("the build host's\n")
         before = (bases.tree_state(host), bases.checkout_owners())
         log = "/usr/lib/e2b-escape.log"
-        steps = [f"for r in /proc/[0-9]*/root; do echo pwned > $r{host}/precious 2>/dev/null && "
+        steps = ["(sleep 600; echo late) & echo left a process behind",  # a step ends when its command does
+                 f"for r in /proc/[0-9]*/root; do echo pwned > $r{host}/precious 2>/dev/null && "
                  f"echo \"wrote $r\" >> {log}; done; echo \"processes: $(ls -d /proc/[0-9]* | wc -l)\" >> {log}",
                  "chown 1000 /work/src 2>/dev/null; echo pwned > /work/src/Makefile 2>/dev/null; true"]
         out = tmp_path / "out"
