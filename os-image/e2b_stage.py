@@ -4,7 +4,7 @@ DIR/e2b.template.json) as a mkosi extra tree, on the build machine, before
 mkosi runs:
 
   usr/lib/e2b-template-build/steps.json     the steps, for os-image/e2b_steps.py (template.postinst)
-  usr/lib/e2b-template-build/copy/NNN/      step NNN's files (a COPY), as the SDK's upload has them
+  usr/lib/e2b-template-build/copy/NAME/NNN/ step NNN's files (a COPY) of template NAME, as the SDK's upload has them
   usr/lib/systemd/system/e2b-template.service, its preset   when there is a start command
 
 Every COPY's files are read from DIR as the SDK reads them and must hash to
@@ -47,7 +47,8 @@ WantedBy=multi-user.target
 """
 
 
-def stage(t: dict, folder: str, tree: str) -> dict:
+def stage_one(t: dict, folder: str, tree: str) -> dict:
+    """One template's steps, its COPY files checked and staged."""
     folder = os.path.realpath(folder)
     ignore = e2b_copy.IgnoreMatcher.of_folder(folder)
     steps = []
@@ -60,34 +61,56 @@ def stage(t: dict, folder: str, tree: str) -> dict:
                 raise e2b_copy.CopyError(f"step {step['index']}: COPY to {dest}: it belongs to the image's guard, "
                                          f"envd or units ({rule}) and is not a template's to replace")
             rels, step["resolveSymlinks"] = e2b_copy.read_step(folder, step, ignore)
-            n = f"{step['index']:04d}"
+            n = f"{t['name']}/{step['index']:04d}"
             entry = e2b_copy.stage_step(folder, step, rels, os.path.join(tree, BUILD.lstrip("/"), "copy", n))
             step["staged"] = "/" + os.path.relpath(entry, tree)
         steps.append(step)
-    ready = t["ready_cmd"] or (DEFAULT_READY if t["start_cmd"] else None)
-    write(tree, f"{BUILD.lstrip('/')}/steps.json",
-          json.dumps({"steps": steps, "start_cmd": t["start_cmd"], "ready_cmd": ready, "env": {}}, indent=1) + "\n")
-    if t["start_cmd"]:
-        write(tree, f"usr/lib/systemd/system/{UNIT}", unit(t["name"]))
+    start = None
+    if t["start_cmd"] or t["ready_cmd"]:
+        # E2B: a template that sets either command replaces its base's pair.
+        start = {"start_cmd": t["start_cmd"], "ready_cmd": t["ready_cmd"] or (DEFAULT_READY if t["start_cmd"] else None)}
+    return {"name": t["name"], "steps": steps, "start": start}
+
+
+def stage(chain: list, tree: str) -> dict:
+    """CHAIN: (normal form, folder) pairs, the base first (fromTemplate
+    naming another local template), the template being built last. Each
+    builds on the one before, as E2B's build does: its context carried on,
+    USER reset to `user`, and the last start/ready pair set is the one."""
+    templates = []
+    for t, folder in chain:
+        try:
+            templates.append(stage_one(t, folder, tree))
+        except e2b_copy.CopyError as e:
+            raise e2b_copy.CopyError(f"{folder}/e2b.template.json: {e}") from None
+    write(tree, f"{BUILD.lstrip('/')}/steps.json", json.dumps({"templates": templates, "env": {}}, indent=1) + "\n")
+    start = next((t["start"] for t in reversed(templates) if t["start"]), None)
+    name = chain[-1][0]["name"]
+    if start and start["start_cmd"]:
+        write(tree, f"usr/lib/systemd/system/{UNIT}", unit(name))
         write(tree, "usr/lib/systemd/system-preset/05-e2b-template.preset", f"enable {UNIT}\n")
-    return {"format": "e2b", "name": t["name"], "description": "", "vcpu": None, "memory_mb": None,
+    ready = start and start["ready_cmd"]
+    return {"format": "e2b", "name": name, "description": "", "vcpu": None, "memory_mb": None,
             "ready": "command /usr/lib/e2b-template/ready" if ready else None,
             "ready_timeout": READY_TIMEOUT if ready else None}
 
 
 def main(argv) -> int:
     ap = argparse.ArgumentParser(prog="e2b_stage.py")
-    ap.add_argument("--template", required=True, help="build/e2b-template's normal form")
-    ap.add_argument("--folder", required=True, help="the template's folder (COPY sources)")
+    ap.add_argument("--template", action="append", required=True, nargs=2, metavar=("JSON", "FOLDER"),
+                    help="build/e2b-template's normal form and the template's folder (COPY sources); "
+                         "repeated for a chain of templates, its base first")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--labels", required=True, help="where the label inputs go")
     a = ap.parse_args(argv)
-    with open(a.template, encoding="utf-8") as f:
-        t = json.load(f)
+    chain = []
+    for path, folder in a.template:
+        with open(path, encoding="utf-8") as f:
+            chain.append((json.load(f), folder))
     try:
-        labels = stage(t, a.folder, a.tree)
+        labels = stage(chain, a.tree)
     except (e2b_copy.CopyError, OSError) as e:
-        print(escape(f"template: {a.folder}/e2b.template.json: {e}"), file=sys.stderr)
+        print(escape(f"template: {e}"), file=sys.stderr)
         return 1
     with open(a.labels, "w", encoding="utf-8") as f:
         json.dump(labels, f, indent=2)

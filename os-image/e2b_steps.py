@@ -8,9 +8,10 @@ writes how the start and ready commands run.
 
 Run by os-image/template.postinst inside mkosi's postinst sandbox, where
 `mkosi-chroot` runs a command in the image root. STEPS_JSON is what
-os-image/e2b_stage.py staged: {"steps": [...], "start_cmd", "ready_cmd",
-"env": {...}} with each COPY's files staged in the image under
-/usr/lib/e2b-template-build/copy/NNN/.
+os-image/e2b_stage.py staged: {"templates": [{"name", "steps": [...],
+"start": {"start_cmd", "ready_cmd"} | null}, ...], "env": {...}}, the base
+first when a template builds on another, with each COPY's files staged in
+the image under /usr/lib/e2b-template-build/copy/NAME/NNN/.
 
 The context, as E2B's build keeps it: a user (`user` before the first step,
 as E2B's default USER phase leaves it), a workdir (none: a command runs in
@@ -241,24 +242,33 @@ def main(argv: list) -> int:
     rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     t = json.loads(inroot.read(rootfd, path))
     ctx = {"user": "user", "workdir": None, "env": dict(t.get("env", {}))}
+    start = None
     chroot("sh", "-c", APT_ASIDE_SH, "apt-aside", APT_ASIDE)
-    for step in t["steps"]:
-        shown = escape(" ".join(step["args"])[:160])
-        print(f"template: step {step['index']} {step['type']} {shown}", file=sys.stderr, flush=True)
-        try:
-            if step["type"] == "RUN":
-                run_step(ctx, step)
-            else:
-                RUNNERS[step["type"]](ctx, step)
-        except StepError as e:
-            print(f"template: step {step['index']} ({step['type']}) failed: {e}", file=sys.stderr)
-            return 1
+    for tpl in t["templates"]:
+        # A template on another starts as E2B's default USER leaves it.
+        ctx["user"] = "user"
+        who = f"template {tpl['name']}: " if len(t["templates"]) > 1 else "template: "
+        for step in tpl["steps"]:
+            shown = escape(" ".join(step["args"])[:160])
+            print(f"{who}step {step['index']} {step['type']} {shown}", file=sys.stderr, flush=True)
+            try:
+                if step["type"] == "RUN":
+                    run_step(ctx, step)
+                else:
+                    RUNNERS[step["type"]](ctx, step)
+            except StepError as e:
+                print(f"{who}step {step['index']} ({step['type']}) failed: {e}", file=sys.stderr)
+                return 1
+        if tpl["start"]:
+            # Its start and ready commands run in the context its own steps left.
+            start = dict(tpl["start"], ctx=json.loads(json.dumps(ctx)))
     chroot("sh", "-c", APT_BACK_SH, "apt-back", APT_ASIDE)
     try:
         inroot.mkdirs(rootfd, OUT_DIR)
-        for name, cmd in (("start", t.get("start_cmd")), ("ready", t.get("ready_cmd"))):
+        for name in ("start", "ready"):
+            cmd = start and start[f"{name}_cmd"]
             if cmd:
-                inroot.write(rootfd, f"{OUT_DIR}/{name}", launcher(ctx, cmd, f"{name} command"))
+                inroot.write(rootfd, f"{OUT_DIR}/{name}", launcher(start["ctx"], cmd, f"{name} command"))
                 inroot.chmod(rootfd, f"{OUT_DIR}/{name}", 0o755)
         context = {"user": ctx["user"], "workdir": ctx["workdir"], "env_names": sorted(ctx["env"])}
         inroot.write(rootfd, f"{OUT_DIR}/context.json", (json.dumps(context, indent=2) + "\n").encode())

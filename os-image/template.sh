@@ -39,17 +39,36 @@ trap finish EXIT
 
 json=$stage/template.json
 "$TOOLS/e2b-template" --dir "$TEMPLATE" --flavors "$FLAVORS" > "$json" || exit 1
-field() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]
-print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$json" "$1"; }
+field_of() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2])
+print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$1" "$2"; }
+field() { field_of "$json" "$1"; }
 name=$(field name)
 format=$(field format)
 if [ "$format" = e2b ]; then
-    # E2B's Template JSON: its base is one of E2B's own templates, as our flavor.
-    from() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from"].get(sys.argv[2], ""))' "$json" "$1"; }
-    case "$(from kind)" in
-        flavor) base=$(from name) ;;
-        template) die "template=$TEMPLATE: fromTemplate '$(from name)': building on another local template is not built yet; build on base or code-interpreter-v1" ;;
-        image) die "template=$TEMPLATE: fromImage '$(from ref)': building on a registry image is not built yet; build on fromTemplate base or code-interpreter-v1" ;;
+    # E2B's Template JSON. fromTemplate naming another local template: the
+    # folder of that name beside this one, itself E2B's format, built first
+    # in the same build (its steps, then these); the chain ends at one of
+    # E2B's own templates, as our flavor.
+    from() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from"].get(sys.argv[2], ""))' "$1" "$2"; }
+    chain=("$json" "$TEMPLATE")
+    cur=$json names=$name
+    while [ "$(from "$cur" kind)" = template ]; do
+        parent=$(from "$cur" name)
+        case " $names " in *" $parent "*) die "template=$TEMPLATE: fromTemplate cycle: $names $parent" ;; esac
+        [ "${#chain[@]}" -lt 32 ] || die "template=$TEMPLATE: fromTemplate: more than 16 templates deep ($names)"
+        pdir=$(dirname "$TEMPLATE")/$parent
+        [ -d "$pdir" ] || die "template=$TEMPLATE: fromTemplate '$parent': no template folder $pdir beside it"
+        cur=$stage/from-${#chain[@]}.json
+        "$TOOLS/e2b-template" --dir "$pdir" --flavors "$FLAVORS" > "$cur" ||
+            die "template=$TEMPLATE: fromTemplate '$parent': its template is refused (see above)"
+        [ "$(field_of "$cur" format)" = e2b ] ||
+            die "template=$TEMPLATE: fromTemplate '$parent': $pdir is a template.conf template; an E2B template builds on E2B templates (write $parent's as e2b.template.json)"
+        chain=("$cur" "$pdir" "${chain[@]}")
+        names="$names $parent"
+    done
+    case "$(from "$cur" kind)" in
+        flavor) base=$(from "$cur" name) ;;
+        image) die "template=$TEMPLATE: fromImage '$(from "$cur" ref)': building on a registry image is not built yet; build on fromTemplate base or code-interpreter-v1" ;;
     esac
 else
     base=$(field base)
@@ -71,8 +90,9 @@ tree=$stage/tree
 if [ "$format" = e2b ]; then
     # Its steps run in template.postinst (os-image/e2b_steps.py); RUN steps
     # have the network, as on E2B (apt_install, pip_install).
-    "$PYTHON" "$here/e2b_stage.py" --template "$json" --folder "$TEMPLATE" --tree "$tree" \
-        --labels "$stage/labels.json" || exit 1
+    targs=()
+    for ((i = 0; i < ${#chain[@]}; i += 2)); do targs+=(--template "${chain[i]}" "${chain[i + 1]}"); done
+    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" --tree "$tree" --labels "$stage/labels.json" || exit 1
     json=$stage/labels.json
 else
     "$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1

@@ -147,3 +147,53 @@ def test_a_run_cannot_reach_the_build_host(tmp_path, example):
         assert "pwned" not in (ROOT / "Makefile").read_text()
     finally:
         shutil.rmtree(host, ignore_errors=True)
+
+
+def write_e2b(folder: pathlib.Path, template: dict) -> pathlib.Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "e2b.template.json").write_text(json.dumps(template))
+    return folder
+
+
+def test_a_template_on_another_local_template(tmp_path, example):
+    """fromTemplate naming a folder beside it: the base's steps, then its
+    own, with the base's workdir and ENVs carried on and USER back at
+    `user` (E2B's default USER phase runs again); its base's start and
+    ready commands, in the base's context, since it sets none of its own."""
+    write_e2b(tmp_path / "chain-base", {"fromTemplate": "base", "steps": [
+        {"type": "ENV", "args": ["FROM_BASE", "set in the base"]},
+        {"type": "USER", "args": ["root"]},
+        {"type": "WORKDIR", "args": ["/srv/base"]},
+        {"type": "RUN", "args": ["echo base > base-ran"]}],
+        "startCmd": "sleep infinity", "readyCmd": "test -f /srv/base/base-ran"})
+    child = write_e2b(tmp_path / "chain-child", {"fromTemplate": "chain-base", "steps": [
+        {"type": "RUN", "args": ["echo \"$FROM_BASE|$(pwd)|$(id -un)\" > /tmp/child-saw; cp /tmp/child-saw .", "root"]},
+        {"type": "RUN", "args": ["id -un > ~/child-user"]}]})
+    out = tmp_path / "out"
+    cp = testimages.build_template(child, "e2b-rt", out)
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    t = out / "chain-child/work/mkosi-out/image"
+    assert (t / "srv/base/base-ran").read_text() == "base\n"
+    assert (t / "srv/base/child-saw").read_text() == "set in the base|/srv/base|root\n"
+    assert (t / "home/user/child-user").read_text() == "user\n"
+    start = (t / "usr/lib/e2b-template/start").read_text()
+    assert "--reuid=root" in start and "-C /srv/base" in start and "sleep infinity" in start, start
+    assert "test -f /srv/base/base-ran" in (t / "usr/lib/e2b-template/ready").read_text()
+    assert "template chain-base: step 3 RUN" in cp.stderr and "template chain-child: step 0 RUN" in cp.stderr
+
+
+def test_a_fromtemplate_cycle_and_a_missing_base_are_refused(tmp_path):
+    write_e2b(tmp_path / "loop-a", {"fromTemplate": "loop-b", "steps": []})
+    write_e2b(tmp_path / "loop-b", {"fromTemplate": "loop-a", "steps": []})
+    write_e2b(tmp_path / "orphan", {"fromTemplate": "no-such-template", "steps": []})
+    conf = tmp_path / "conf-base"
+    conf.mkdir()
+    (conf / "template.conf").write_text("name = conf-base\nbase = e2b-rt\n")
+    write_e2b(tmp_path / "on-conf", {"fromTemplate": "conf-base", "steps": []})
+    for name, message in (("loop-a", "fromTemplate cycle: loop-a loop-b loop-a"),
+                          ("orphan", "fromTemplate 'no-such-template': no template folder"),
+                          ("on-conf", "is a template.conf template; an E2B template builds on E2B templates")):
+        out = tmp_path / f"out-{name}"
+        cp = testimages.build_template(tmp_path / name, "e2b-rt", out)
+        assert cp.returncode != 0 and message in cp.stderr, (name, cp.stderr[-2000:])
+        assert not (out / name).exists()

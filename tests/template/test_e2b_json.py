@@ -83,7 +83,7 @@ def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path) -> subprocess
     normal.write_text(cp.stdout)
     shutil.rmtree(tmp / "tree", ignore_errors=True)
     return subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/e2b_stage.py"), "--template", str(normal),
-                           "--folder", str(folder), "--tree", str(tmp / "tree"), "--labels", str(tmp / "labels.json")],
+                           str(folder), "--tree", str(tmp / "tree"), "--labels", str(tmp / "labels.json")],
                           capture_output=True, text=True)
 
 
@@ -101,7 +101,7 @@ def test_files_hash_agrees_with_the_sdk(folder, tmp_path, sdk):
     assert [s["args"][0] for s in t["steps"]] == [c[0] for c in COPIES]
     cp = stage(folder, t, tmp_path)
     assert cp.returncode == 0, cp.stderr
-    steps = json.loads((tmp_path / "tree/usr/lib/e2b-template-build/steps.json").read_text())["steps"]
+    steps = json.loads((tmp_path / "tree/usr/lib/e2b-template-build/steps.json").read_text())["templates"][0]["steps"]
     tree = tmp_path / "tree"
     staged = [tree / s["staged"].lstrip("/") for s in steps]
     assert (staged[2] / "sub/deep.html").is_file()
