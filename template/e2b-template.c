@@ -79,17 +79,22 @@ static int read_conf(const char *dir, const char *name, size_t max, char **buf, 
 	return read_small_fd(fd, max, buf, len);
 }
 
-static const char *read_conf_error(int r)
+/* The message for read_conf's error r on DIR/name, logged with its path. */
+static void log_read_error(const char *path, const char *name, int r)
 {
 	switch (r) {
 	case -EFBIG:
-		return "too large (template.conf: 256 KiB at most; e2b.template.json: 1 MiB)";
+		log_error("%s: larger than %s", path, strcmp(name, "template.conf") ? "1 MiB" : "256 KiB");
+		break;
 	case -ELOOP:
-		return "a symlink; it must be a regular file in the template directory itself (copy it there)";
+		log_error("%s: a symlink; %s must be a regular file in the template directory itself (copy it there)",
+			  path, name);
+		break;
 	case -EINVAL:
-		return "not a regular file; it must be a regular file in the template directory";
+		log_error("%s: not a regular file; %s must be a regular file in the template directory", path, name);
+		break;
 	default:
-		return strerror(-r);
+		log_error("%s: %s", path, strerror(-r));
 	}
 }
 
@@ -184,18 +189,18 @@ static int run_e2b(const char *dir, const char *flavors)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/e2b.template.json", dir);
+	if (faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+		log_error("template=%s: no template.conf or e2b.template.json in it (see template/README.md)", dir);
+		return 1;
+	}
 	if (!tpl_valid_name(name) || is_flavor(flavors, name)) {
 		log_error("%s: the template's name is its folder's, '%s', which must be [a-z0-9][a-z0-9-]* "
 			  "(at most %d) and not a flavor's (%s); rename the folder", path, name, TPL_MAX_NAME, flavors);
 		return 1;
 	}
 	r = read_conf(dir, "e2b.template.json", E2B_MAX_BYTES, &buf, &len);
-	if (r == -ENOENT) {
-		log_error("template %s: no template.conf or e2b.template.json in it (see template/README.md)", dir);
-		return 1;
-	}
 	if (r < 0) {
-		log_error("%s: %s", path, read_conf_error(r));
+		log_read_error(path, "e2b.template.json", r);
 		return 1;
 	}
 	r = e2b_parse(buf, len, &o, &err);
@@ -276,7 +281,7 @@ int main(int argc, char **argv)
 	}
 	r = read_conf(dir, "template.conf", TPL_MAX_BYTES, &buf, &len);
 	if (r < 0) {
-		log_error("%s: %s", conf_path, read_conf_error(r));
+		log_read_error(conf_path, "template.conf", r);
 		free(dir);
 		return 1;
 	}

@@ -191,7 +191,7 @@ def test_too_large_and_both_formats_are_refused(tmp_path):
     d.mkdir()
     (d / "e2b.template.json").write_text('{"fromTemplate": "base", "steps": [' + " " * (1 << 20) + "]}")
     cp = subprocess.run([str(TOOL), "--dir", str(d), "--flavors", FLAVORS], capture_output=True, text=True)
-    assert cp.returncode == 1 and "too large" in cp.stderr, cp.stderr
+    assert cp.returncode == 1 and "e2b.template.json: larger than 1 MiB" in cp.stderr, cp.stderr
     (d / "template.conf").write_text("name = big\nbase = e2b-rt\n")
     cp = subprocess.run([str(TOOL), "--dir", str(d), "--flavors", FLAVORS], capture_output=True, text=True)
     assert cp.returncode == 1 and "both template.conf and e2b.template.json" in cp.stderr, cp.stderr
