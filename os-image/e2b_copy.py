@@ -206,6 +206,10 @@ def list_files_js(folder: str, src: str, patterns: list) -> list:
 def check_inside(folder: str, rels: list, resolve_symlinks: bool, what: str) -> None:
     for rel in rels:
         path = os.path.join(folder, rel)
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            # A fifo would hold the build reading it; a device is no file of a template's.
+            raise CopyError(f"{what}: {rel} is not a regular file, a directory or a symlink")
         parent = os.path.realpath(os.path.dirname(path))
         if not _inside(folder, parent):
             raise CopyError(f"{what}: {rel} is reached through a symlink that leads out of the template's folder")

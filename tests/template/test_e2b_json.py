@@ -158,6 +158,10 @@ def test_a_source_through_a_symlink_out_of_the_folder_is_refused(tmp_path):
     t["steps"][0] = {"type": "COPY", "args": ["back", "/x", "", ""], "filesHash": "0" * 64, "resolveSymlinks": True}
     cp = stage(d, t, tmp_path)
     assert cp.returncode == 1 and "back is a symlink out of the template's folder" in cp.stderr, cp.stderr
+    os.mkfifo(d / "pipe")
+    t["steps"][0] = {"type": "COPY", "args": ["pipe", "/x", "", ""], "filesHash": "0" * 64}
+    cp = stage(d, t, tmp_path)
+    assert cp.returncode == 1 and "pipe is not a regular file, a directory or a symlink" in cp.stderr, cp.stderr
     t["steps"][0] = {"type": "COPY", "args": ["../outside/secret", "/x", "", ""], "filesHash": "0" * 64}
     cp = stage(d, t, tmp_path)
     assert cp.returncode == 1 and "step 0: COPY: source '../outside/secret'" in cp.stderr, cp.stderr
