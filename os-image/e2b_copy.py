@@ -69,7 +69,6 @@ def _pattern_regex(pattern: str) -> re.Pattern:
 
 class IgnoreMatcher:
     def __init__(self, patterns):
-        self.patterns = list(patterns)
         self.rules = []
         for p in patterns:
             p = p.strip()
@@ -93,6 +92,11 @@ class IgnoreMatcher:
             if any(rx.match(c) for c in candidates):
                 result = not exclude
         return result
+
+    def ignored_js(self, rel: str) -> bool:
+        """As the JS SDK's node-glob reads the same patterns: no '!', and a
+        pattern drops only the paths it matches itself."""
+        return any(not exclude and rx.match(rel) for exclude, rx in self.rules)
 
     @classmethod
     def of_folder(cls, folder: str) -> "IgnoreMatcher":
@@ -120,10 +124,6 @@ def _inside(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder + "/")
 
 
-def _glob_segment(pattern: str) -> re.Pattern:
-    return _pattern_regex(pattern)
-
-
 def _glob(folder: str, src: str) -> list:
     """Folder-relative matches of src: '*', '?', '[...]' within a name, '**'
     across directories, dot files included (as the SDKs' glob, GLOBSTAR and
@@ -137,9 +137,9 @@ def _glob(folder: str, src: str) -> list:
     out = []
     if not os.path.isdir(start) or os.path.islink(start):
         return out
+    # os.walk lists a symlink to a directory among dirs and does not descend into it.
     for root, dirs, files in os.walk(start):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-        for name in dirs + files + [d for d in os.listdir(root) if os.path.islink(os.path.join(root, d))]:
+        for name in dirs + files:
             rel = os.path.relpath(os.path.join(root, name), folder)
             if rx.match(rel):
                 out.append(rel)
@@ -174,23 +174,20 @@ def list_files(folder: str, src: str, ignore: IgnoreMatcher) -> list:
         if os.path.isdir(path) and not os.path.islink(path):
             walk(rel)
             walked.append(rel)
-    return sorted(found, key=lambda r: folder if r == "." else os.path.join(folder, r))
+    return _sdk_order(folder, found)
 
 
-def list_files_js(folder: str, src: str, patterns: list) -> list:
+def _sdk_order(folder: str, rels: set) -> list:
+    """rels sorted as both SDKs sort what they hash: by absolute path."""
+    return sorted(rels, key=lambda r: folder if r == "." else os.path.join(folder, r))
+
+
+def list_files_js(folder: str, src: str, ignore: IgnoreMatcher) -> list:
     """The same as the JS SDK lists it: a matched directory brings everything
-    below it; an ignore pattern (node-glob's: no '!', no parents) drops only
-    the paths it matches itself."""
-    rxs = []
-    for p in patterns:
-        p = p.strip()
-        if p and not p.startswith(("#", "!")):
-            p = os.path.normpath(p).lstrip("/")
-            if p not in ("", "."):
-                rxs.append(_pattern_regex(p))
+    below it; ignore.ignored_js drops a path on its own."""
     found = set()
     for rel in _glob(folder, src):
-        if rel != "." and any(rx.match(rel) for rx in rxs):
+        if rel != "." and ignore.ignored_js(rel):
             continue
         found.add(rel)
         path = os.path.join(folder, rel)
@@ -198,9 +195,9 @@ def list_files_js(folder: str, src: str, patterns: list) -> list:
             for root, dirs, files in os.walk(path):
                 for name in dirs + files:
                     sub = os.path.relpath(os.path.join(root, name), folder)
-                    if not any(rx.match(sub) for rx in rxs):
+                    if not ignore.ignored_js(sub):
                         found.add(sub)
-    return sorted(found, key=lambda r: folder if r == "." else os.path.join(folder, r))
+    return _sdk_order(folder, found)
 
 
 def check_inside(folder: str, rels: list, resolve_symlinks: bool, what: str) -> None:
@@ -255,9 +252,9 @@ def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> tuple:
     # The JS SDK writes resolveSymlinks; the Python SDK hashes with it but
     # does not write it, so without it both are tried (the hash says which).
     resolves = [step["resolveSymlinks"]] if "resolveSymlinks" in step else [False, True]
-    js_rels = list_files_js(folder, src, ignore.patterns)
-    for resolve in resolves:
-        for listed, js in ((rels, False), (js_rels, True)):
+    for js in (False, True):  # the JS listing walks the folder again: only when the Python one fails
+        listed = list_files_js(folder, src, ignore) if js else rels
+        for resolve in resolves:
             if listed and files_hash(folder, src, dest, listed, resolve, js) == step["filesHash"]:
                 check_inside(folder, listed, resolve, what)
                 return listed, resolve
