@@ -28,6 +28,7 @@ the user's home), and the ENVs so far (the base image's Env first).
 A failing step stops the build: its index, its type, its command and its
 output's last lines.
 """
+import copy
 import json
 import os
 import shlex
@@ -75,10 +76,11 @@ def run_env(user: dict, env: dict) -> list:
     return [f"{k}={v}" for k, v in out.items()]
 
 
-def as_user_argv(user: dict, workdir: str, env: dict, command: str) -> list:
-    """The command, as E2B's envd runs one: bash -l -c, as user, in workdir."""
-    return ["env", "-i", "-C", workdir, *run_env(user, env), "setpriv", f"--reuid={user['name']}",
-            f"--regid={user['group']}", "--init-groups", "/bin/bash", "-l", "-c", command]
+def as_user_argv(user: dict, workdir: str, env: dict, command: str, switch: bool = True) -> list:
+    """The command, as E2B's envd runs one: bash -l -c, as user (switched to
+    from root with setpriv, unless already that user), in workdir."""
+    to_user = ["setpriv", f"--reuid={user['name']}", f"--regid={user['group']}", "--init-groups"] if switch else []
+    return ["env", "-i", "-C", workdir, *run_env(user, env), *to_user, "/bin/bash", "-l", "-c", command]
 
 
 def run_step(ctx: dict, step: dict) -> None:
@@ -200,9 +202,8 @@ def launcher(ctx: dict, command: str, what: str) -> bytes:
     from root (the start unit) or from that user already (a ready check)."""
     user = account(ctx["user"])
     workdir = ctx["workdir"] or user["home"]
-    as_root = " ".join(shlex.quote(a) for a in as_user_argv(user, workdir, ctx["env"], command))
-    same = " ".join(shlex.quote(a) for a in ["env", "-i", "-C", workdir, *run_env(user, ctx["env"]),
-                                             "/bin/bash", "-l", "-c", command])
+    as_root = shlex.join(as_user_argv(user, workdir, ctx["env"], command))
+    same = shlex.join(as_user_argv(user, workdir, ctx["env"], command, switch=False))
     return (f"#!/bin/sh\n# The template's {what} (E2B's Template JSON), as user {user['name']} in {workdir}:\n"
             f"# written by os-image/e2b_steps.py after the steps.\n"
             f"if [ \"$(id -u)\" = 0 ]; then exec {as_root}; fi\nexec {same}\n").encode()
@@ -231,16 +232,10 @@ rmdir "$a"
 '''
 APT_ASIDE = f"{BUILD}/apt-sources-aside"
 
-RUNNERS = {"RUN": None, "COPY": copy_step, "ENV": env_step, "WORKDIR": workdir_step, "USER": user_step}
+RUNNERS = {"RUN": run_step, "COPY": copy_step, "ENV": env_step, "WORKDIR": workdir_step, "USER": user_step}
 
 
-def main(argv: list) -> int:
-    if len(argv) != 2:
-        print("usage: e2b_steps.py ROOT STEPS_JSON", file=sys.stderr)
-        return 2
-    root, path = argv
-    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    t = json.loads(inroot.read(rootfd, path))
+def run_templates(rootfd: int, t: dict) -> int:
     ctx = {"user": "user", "workdir": None, "env": dict(t.get("env", {}))}
     start = None
     chroot("sh", "-c", APT_ASIDE_SH, "apt-aside", APT_ASIDE)
@@ -252,16 +247,13 @@ def main(argv: list) -> int:
             shown = escape(" ".join(step["args"])[:160])
             print(f"{who}step {step['index']} {step['type']} {shown}", file=sys.stderr, flush=True)
             try:
-                if step["type"] == "RUN":
-                    run_step(ctx, step)
-                else:
-                    RUNNERS[step["type"]](ctx, step)
+                RUNNERS[step["type"]](ctx, step)
             except StepError as e:
                 print(f"{who}step {step['index']} ({step['type']}) failed: {e}", file=sys.stderr)
                 return 1
         if tpl["start"]:
             # Its start and ready commands run in the context its own steps left.
-            start = dict(tpl["start"], ctx=json.loads(json.dumps(ctx)))
+            start = dict(tpl["start"], ctx=copy.deepcopy(ctx))
     chroot("sh", "-c", APT_BACK_SH, "apt-back", APT_ASIDE)
     try:
         inroot.mkdirs(rootfd, OUT_DIR)
@@ -275,9 +267,19 @@ def main(argv: list) -> int:
     except (StepError, OSError) as e:
         print(f"template: writing the start and ready commands: {e}", file=sys.stderr)
         return 1
+    return 0
+
+
+def main(argv: list) -> int:
+    if len(argv) != 2:
+        print("usage: e2b_steps.py ROOT STEPS_JSON", file=sys.stderr)
+        return 2
+    root, path = argv
+    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return run_templates(rootfd, json.loads(inroot.read(rootfd, path)))
     finally:
         os.close(rootfd)
-    return 0
 
 
 if __name__ == "__main__":
