@@ -88,7 +88,7 @@ def run_step(ctx: dict, step: dict) -> None:
     user = account(step["args"][1] if len(step["args"]) > 1 else ctx["user"])
     workdir = ctx["workdir"] or user["home"]
     if chroot("test", "-d", workdir, check=False).returncode != 0:
-        raise StepError(f"its working directory {workdir} does not exist")
+        raise StepError(f"its working directory {escape(workdir)} does not exist")
     tail = deque(maxlen=20)
     p = subprocess.Popen(["mkosi-chroot", *as_user_argv(user, workdir, ctx["env"], cmd)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -107,7 +107,8 @@ def run_step(ctx: dict, step: dict) -> None:
     reader.join(timeout=2)
     if p.returncode != 0:
         lines = "\n".join(f"template:   {escape(t)}" for t in tail)
-        raise StepError(f"`{cmd[:200]}` as {user['name']} in {workdir} failed with exit status {p.returncode}; "
+        raise StepError(f"`{escape(cmd[:200])}` as {user['name']} in {escape(workdir)} failed with exit status "
+                        f"{p.returncode}; "
                         f"its last lines:\n{lines}")
 
 
@@ -204,7 +205,9 @@ def launcher(ctx: dict, command: str, what: str) -> bytes:
     workdir = ctx["workdir"] or user["home"]
     as_root = shlex.join(as_user_argv(user, workdir, ctx["env"], command))
     same = shlex.join(as_user_argv(user, workdir, ctx["env"], command, switch=False))
-    return (f"#!/bin/sh\n# The template's {what} (E2B's Template JSON), as user {user['name']} in {workdir}:\n"
+    # The comment names the workdir escaped: a newline in it must not end the comment.
+    return (f"#!/bin/sh\n# The template's {what} (E2B's Template JSON), as user {user['name']} in "
+            f"{escape(workdir)}:\n"
             f"# written by os-image/e2b_steps.py after the steps.\n"
             f"if [ \"$(id -u)\" = 0 ]; then exec {as_root}; fi\nexec {same}\n").encode()
 
