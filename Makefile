@@ -25,7 +25,7 @@
 #   pydeps=pip|debian [pip]      pip_index=URL   (e2b-ci's Python stack)
 #   kernels=LIST [python,javascript,r,bash,java]   (e2b-ci's Jupyter kernels)
 #   pack=0|1 [1]           mkosi_args=...         (bench/image.sh's peer run)
-#   registry tag cert_dir flavors boot_timeout    (ci/ci.mk)   archive=FILE (ci-patch-check)
+#   registry tag cert_dir flavors boot_timeout    (ci/ci.mk; cert_dir also for a template's fromImage)   archive=FILE (ci-patch-check)
 #   build=DIR [build]      fuzz_seconds [300]     pytest_args=...
 #   base=oci:PATH[:REF]|docker-archive:FILE   builder mode (template/README.md)
 # Toolchain variables keep make's usual names: CC CLANG CFLAGS PKG_CONFIG DESTDIR.

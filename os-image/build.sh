@@ -19,6 +19,8 @@
 #   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
 #   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
 #   BASE_CONFINE (1: BASE is a template's, which must stay inside BASE_RELATIVE_TO)
+#   BASE_NAME, BASE_DIGEST (set by os-image/template.sh for an E2B fromImage:
+#   the repository and registry digest BASE, a cached pull, was pulled by)
 #   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
 #   INCREMENTAL (1: reuse mkosi's cached image with the packages installed,
@@ -110,7 +112,8 @@ if [ -n "${BASE:-}" ]; then
     basework=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-base.XXXXXX")
     say_safe "base: $BASE: unpacking and checking it"
     $py "$here/builder_base.py" --base "$BASE" --dest "$basework" \
-        --relative-to "${BASE_RELATIVE_TO:-$top}" ${BASE_CONFINE:+--confine} > "$work/base.json" || exit 1
+        --relative-to "${BASE_RELATIVE_TO:-$top}" ${BASE_CONFINE:+--confine} \
+        ${BASE_NAME:+--name "$BASE_NAME" --digest "$BASE_DIGEST"} > "$work/base.json" || exit 1
     base_json=$work/base.json
     basefield() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$base_json" "$1"; }
     base_distro=$(basefield distro) base_release=$(basefield release)

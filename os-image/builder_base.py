@@ -316,20 +316,30 @@ def main(argv) -> int:
     ap.add_argument("--confine", action="store_true",
                     help="a template's base: PATH must be relative and stay inside --relative-to")
     ap.add_argument("--check-only", action="store_true", help="stop after locating and inspecting")
+    ap.add_argument("--name", help="the base's name for the labels, when it came from a registry "
+                                   "(os-image/e2b_pull.py): the repository, not the cache's path")
+    ap.add_argument("--digest", help="with --name: the registry's digest it was pulled by (a pull into an "
+                                     "OCI layout may convert a Docker manifest, whose digest then differs)")
     a = ap.parse_args(argv)
     try:
         transport, path, ref = parse(a.base, a.relative_to)
         if a.confine:
             path = confine(a.base, path, a.relative_to)
-        skopeo_ref = locate(a.base, transport, path, ref)
-        info = inspect(a.base, skopeo_ref)
+        # A pulled base is named as the registry has it, not by the cache's path.
+        shown = a.base
+        if a.name:
+            if not (a.digest and re.fullmatch(r"sha256:[0-9a-f]{64}", a.digest)):
+                raise Refused(f"base {a.base}: --name needs the sha256 --digest it was pulled by")
+            shown = f"{a.name}@{a.digest}"
+        skopeo_ref = locate(shown, transport, path, ref)
+        info = inspect(shown, skopeo_ref)
         digest = info.get("Digest", "")
         if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-            raise Refused(f"base {a.base}: skopeo reports no sha256 digest for it ({digest!r})")
-        out = {"spec": a.base, "name": base_name(transport, path, ref), "digest": digest}
+            raise Refused(f"base {shown}: skopeo reports no sha256 digest for it ({digest!r})")
+        out = {"spec": shown, "name": a.name or base_name(transport, path, ref), "digest": a.digest or digest}
         if not a.check_only:
-            root = unpack(a.base, transport, ref, skopeo_ref, a.dest)
-            out.update(check_root(a.base, root))
+            root = unpack(shown, transport, ref, skopeo_ref, a.dest)
+            out.update(check_root(shown, root))
             out["rootfs"] = root
     except Refused as e:
         # A base's os-release, tags and refs and skopeo's and umoci's stderr

@@ -72,18 +72,20 @@ def stage_one(t: dict, folder: str, tree: str) -> dict:
     return {"name": t["name"], "steps": steps, "start": start}
 
 
-def stage(chain: list, tree: str) -> dict:
+def stage(chain: list, tree: str, env: dict | None = None) -> dict:
     """CHAIN: (normal form, folder) pairs, the base first (fromTemplate
     naming another local template), the template being built last. Each
     builds on the one before, as E2B's build does: its context carried on,
-    USER reset to `user`, and the last start/ready pair set is the one."""
+    USER reset to `user`, and the last start/ready pair set is the one.
+    ENV: the ENVs the first steps start with (a fromImage base's config Env,
+    as E2B's build takes it)."""
     templates = []
     for t, folder in chain:
         try:
             templates.append(stage_one(t, folder, tree))
         except e2b_copy.CopyError as e:
             raise e2b_copy.CopyError(f"{folder}/e2b.template.json: {e}") from None
-    write(tree, f"{BUILD.lstrip('/')}/steps.json", json.dumps({"templates": templates, "env": {}}, indent=1) + "\n")
+    write(tree, f"{BUILD.lstrip('/')}/steps.json", json.dumps({"templates": templates, "env": env or {}}, indent=1) + "\n")
     start = next((t["start"] for t in reversed(templates) if t["start"]), None)
     name = chain[-1][0]["name"]
     if start and start["start_cmd"]:
@@ -100,6 +102,7 @@ def main(argv) -> int:
     ap.add_argument("--template", action="append", required=True, nargs=2, metavar=("JSON", "FOLDER"),
                     help="build/e2b-template's normal form and the template's folder (COPY sources); "
                          "repeated for a chain of templates, its base first")
+    ap.add_argument("--base-env", metavar="JSON", help="os-image/e2b_pull.py's output: its env starts the steps' ENVs")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--labels", required=True, help="where the label inputs go")
     a = ap.parse_args(argv)
@@ -107,8 +110,12 @@ def main(argv) -> int:
     for path, folder in a.template:
         with open(path, encoding="utf-8") as f:
             chain.append((json.load(f), folder))
+    env = None
+    if a.base_env:
+        with open(a.base_env, encoding="utf-8") as f:
+            env = json.load(f)["env"]
     try:
-        labels = stage(chain, a.tree)
+        labels = stage(chain, a.tree, env)
     except (e2b_copy.CopyError, OSError) as e:
         print(escape(f"template: {e}"), file=sys.stderr)
         return 1

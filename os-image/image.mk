@@ -48,7 +48,7 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' KERNELS='$(kernels)' \
         PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)' \
-        BASE='$(base)'
+        BASE='$(base)' CERT_DIR='$(cert_dir)'
 
 # A template directory (template/README.md): `make template=DIR` builds it on
 # its base flavor into out/<name>/ (os-image/template.sh).

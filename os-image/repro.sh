@@ -3,7 +3,8 @@
 # output directories, each installing every package afresh (no incremental
 # image; the package download cache is shared; envd compiled from source in
 # each, from the shared module cache), then compare. Prints the
-# differing paths (diffoscope when installed) and exits 1 on any difference.
+# differing paths (diffoscope when installed) and exits 1 on any difference
+# (with REPRO_UNPINNED's reason, for an E2B template's RUN steps).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -12,8 +13,13 @@ base=${OUT:?}
 : "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
 export SOURCE_DATE_EPOCH
 rm -rf "$base"
+# An E2B template's RUN steps (os-image/template.sh): said before and, if
+# the builds differ, after.
+[ -z "${REPRO_UNPINNED:-}" ] || echo "repro: note: $REPRO_UNPINNED" >&2
 for n in 1 2; do
     echo "repro: build $n of 2 -> $base/$n" >&2
     OUT=$base/$n INCREMENTAL=0 ENVD_SOURCE_CACHE=$base/envd-source-$n bash "$here/build.sh"
 done
-exec "${PYTHON:?set by os-image/image.mk}" "$here/compare.py" "$base/1" "$base/2"
+"${PYTHON:?set by os-image/image.mk}" "$here/compare.py" "$base/1" "$base/2" && exit 0
+[ -z "${REPRO_UNPINNED:-}" ] || echo "repro: the builds differ; $REPRO_UNPINNED (the differing paths are above)" >&2
+exit 1

@@ -17,7 +17,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "template: $*" >&2; exit 1; }
-for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON; do
+for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON CACHE; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
 done
 [ -d "$TEMPLATE" ] || die "template=$TEMPLATE: not a directory"
@@ -26,6 +26,9 @@ done
 # symlink, a fifo, both, neither: refused, named).
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
+# Set here only, for a fromImage pull (build.sh's labels): never inherited.
+unset BASE_NAME BASE_DIGEST REPRO_UNPINNED
+pulled=
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
 out=
 made_out=0
@@ -68,7 +71,17 @@ if [ "$format" = e2b ]; then
     done
     case "$(from "$cur" kind)" in
         flavor) base=$(from "$cur" name) ;;
-        image) die "template=$TEMPLATE: fromImage '$(from "$cur" ref)': building on a registry image is not built yet; build on fromTemplate base or code-interpreter-v1" ;;
+        image)
+            # A registry image: pulled by digest into the cache and pinned
+            # by the lock in the folder of the template that names it
+            # (os-image/e2b_pull.py); then builder mode, as for any base
+            # of one's own. Its config's Env starts the steps' ENVs.
+            pulled=$stage/pulled.json
+            "$PYTHON" "$here/e2b_pull.py" --ref "$(from "$cur" ref)" --template "${chain[1]}" --cache "$CACHE" \
+                ${CERT_DIR:+--cert-dir "$CERT_DIR"} --registry-auth "$(field_of "$cur" registry_auth)" > "$pulled" || exit 1
+            base=$(field_of "$pulled" base)
+            BASE_NAME=$(field_of "$pulled" name) BASE_DIGEST=$(field_of "$pulled" digest) lockdir=${chain[1]}
+            export BASE_NAME BASE_DIGEST ;;
     esac
 else
     base=$(field base)
@@ -81,7 +94,9 @@ flavor=$base
 case "$base" in
     oci:*|docker-archive:*)
         flavor=e2b-rt
-        export BASE=$base BASE_RELATIVE_TO=$TEMPLATE BASE_CONFINE=1 ;;
+        export BASE=$base BASE_RELATIVE_TO=$TEMPLATE
+        # Only a pull of our own, into the cache, is outside the folder.
+        [ -n "$pulled" ] || export BASE_CONFINE=1 ;;
 esac
 
 # The staged layer: the files at their destinations (mode set; owners and
@@ -92,8 +107,15 @@ if [ "$format" = e2b ]; then
     # have the network, as on E2B (apt_install, pip_install).
     targs=()
     for ((i = 0; i < ${#chain[@]}; i += 2)); do targs+=(--template "${chain[i]}" "${chain[i + 1]}"); done
-    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" --tree "$tree" --labels "$stage/labels.json" || exit 1
+    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" ${pulled:+--base-env "$pulled"} --tree "$tree" --labels "$stage/labels.json" || exit 1
     json=$stage/labels.json
+    # What `make repro` cannot promise: RUN steps fetch from the network
+    # (apt_install, pip_install, curl), and what they fetch is not pinned.
+    runs=$("$PYTHON" -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+print(" ".join("%s:%d" % (x["name"], s["index"]) for x in t["templates"] for s in x["steps"] if s["type"] == "RUN"))' \
+        "$tree/usr/lib/e2b-template-build/steps.json")
+    [ -z "$runs" ] || export REPRO_UNPINNED="the RUN steps (template:index) $runs have the network, as on E2B; what they fetch is not pinned by this build, so the two builds can differ where they wrote"
 else
     "$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
 fi
@@ -111,7 +133,9 @@ fi
 echo "template: $name on $("$PYTHON" "$here/termsafe.py" "$base") -> $out" >&2
 export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
-    bash "$here/repro.sh"
+    bash "$here/repro.sh" || exit 1
 else
-    bash "$here/build.sh"
+    bash "$here/build.sh" || exit 1
 fi
+# A tag resolved by this build is pinned only once the build succeeded.
+[ -z "$pulled" ] || "$PYTHON" "$here/e2b_pull.py" --write-lock "$pulled" --template "$lockdir"

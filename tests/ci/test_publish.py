@@ -8,64 +8,21 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
-import socket
 import subprocess
-import time
 
 import pytest
 
-from harness import free_port, stop_process
 from ocifixture import make_flavor_dir
+from registry import tls_registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 USER, PASSWORD = "e2b-ci", "s3cret-for-test-only"
 
 
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    if not shutil.which("docker-registry"):
-        pytest.fail("docker-registry is not installed (apt-get install docker-registry)")
-    bcrypt = pytest.importorskip("bcrypt", reason="python3-bcrypt makes the htpasswd file")
-    d = tmp_path_factory.mktemp("registry")
-    certs = d / "certs"
-    certs.mkdir()
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=e2b test CA",
-             "-keyout", "ca.key", "-out", "ca.crt", cwd=d)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", "server.key", "-out", "server.csr", cwd=d)
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", "ext.cnf", "-out", "server.crt", cwd=d)
-    shutil.copy(d / "ca.crt", certs / "ca.crt")
-    (d / "htpasswd").write_text(f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4, prefix=b'2a')).decode()}\n")
-    port = free_port()
-    (d / "config.yml").write_text(json.dumps({
-        "version": 0.1,
-        "log": {"level": "warn"},
-        "storage": {"filesystem": {"rootdirectory": str(d / "data")}},
-        "http": {"addr": f"127.0.0.1:{port}",
-                 "tls": {"certificate": str(d / "server.crt"), "key": str(d / "server.key")}},
-        "auth": {"htpasswd": {"realm": "e2b-test", "path": str(d / "htpasswd")}},
-    }))
-    log = open(d / "registry.log", "wb")
-    proc = subprocess.Popen(["docker-registry", "serve", str(d / "config.yml")], stdout=log, stderr=log)
-    try:
-        for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None:
-                pytest.fail(f"docker-registry exited: {(d / 'registry.log').read_text()}")
-            time.sleep(0.1)
-        yield {"addr": f"127.0.0.1:{port}", "certs": str(certs), "dir": d}
-    finally:
-        stop_process(proc)
-        log.close()
+    with tls_registry(tmp_path_factory.mktemp("registry"), USER, PASSWORD) as r:
+        yield r
 
 
 def make(*args, env=None):
