@@ -53,6 +53,17 @@ def size_of(memory_mb: int) -> str:
     return "small" if memory_mb <= 512 else "medium" if memory_mb <= 2048 else "large"
 
 
+def init_args(labels: dict) -> list:
+    """envd's /init defaults for an E2B template (e2b-hostlink's --user and
+    --workdir): the user and workdir its steps left, as E2B's build sets
+    them; none for a flavor or a template.conf template."""
+    out = []
+    for key, opt in (("envd-user", "--user"), ("envd-workdir", "--workdir")):
+        if labels.get(PREFIX + key):
+            out += [opt, labels[PREFIX + key]]
+    return out
+
+
 def template_spec(out_dir: pathlib.Path, name: str, flavors: dict) -> dict | None:
     """size, warm and warmup for out/<name>/ when it is a template built on
     one of FLAVORS; None when it is not one."""
@@ -63,7 +74,8 @@ def template_spec(out_dir: pathlib.Path, name: str, flavors: dict) -> dict | Non
     flavor = labels.get(PREFIX + "flavor")
     if flavor not in flavors or labels.get(PREFIX + "name") != name or name in flavors:
         return None
-    spec = {"size": size_of(int(labels[PREFIX + "memory-mb"])), "warm": flavors[flavor]["warm"]}
+    spec = {"size": size_of(int(labels[PREFIX + "memory-mb"])), "warm": flavors[flavor]["warm"], "flavor": flavor,
+            "init": init_args(labels)}
     check = labels.get(PREFIX + "ready")
     if check:
         spec["warmup"] = warmup(name, check, int(labels[PREFIX + "ready-timeout"]))

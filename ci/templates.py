@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import shlex
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -55,9 +56,11 @@ RESTORE = ["restore", "--generation", "{clone_generation}", "--document", "{clon
            "--token-file", "{access_token_file}"]
 
 
-def host_warmup(flavor: str, transport: str) -> list:
+def host_warmup(flavor: str, transport: str, init: list = ()) -> list:
+    """FLAVOR: the image's flavor (a template's base flavor); INIT: envd's
+    /init defaults (template_warmup.init_args), quoted for the shell."""
     hl = " ".join(["e2b-hostlink", *HOST_TRANSPORT[transport]])
-    steps = [f"{hl} --timeout {RESTORE_BUDGET_S} {' '.join(RESTORE)}"]
+    steps = [f"{hl} --timeout {RESTORE_BUDGET_S} {' '.join([*RESTORE, *map(shlex.quote, init)])}"]
     if flavor == "e2b-ci":
         steps.append(f"{hl} --timeout {CI_TRIES // 10} wait 49999")
     return ["sh", "-c", " && ".join(steps)]
@@ -87,7 +90,7 @@ def template_for(flavor: str, registry: str, tag: str | None, out_dir: pathlib.P
     t = {"template": reference(registry, flavor, digest), "net": "none",
          "size": spec["size"], "warm": spec["warm"], "warmup": list(spec["warmup"])}
     if host:  # a template's own ready check stays in its warmup, in the clone
-        t["hostWarmup"] = host_warmup(flavor, host)
+        t["hostWarmup"] = host_warmup(spec.get("flavor", flavor), host, spec.get("init", []))
     return t
 
 

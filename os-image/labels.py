@@ -7,13 +7,16 @@ Two sets of keys, both as strings:
       base.name, base.digest
   org.e2b-images.*             ours (os-image/README.md, "Labels"):
       name, flavor, distro, envd-version, guarded-ports, vsock-ports,
-      kernels (e2b-ci), vcpu, memory-mb, ready, ready-timeout
+      kernels (e2b-ci), vcpu, memory-mb, ready, ready-timeout,
+      envd-user, envd-workdir (an E2B template: its steps' last USER and
+      WORKDIR, which E2B's build makes envd's defaults)
 
 What the image itself decides is read from the packed tree, so a label can
 never disagree with the image: the envd version from /etc/envd-version, the
 guarded ports from /etc/e2b/guarded-ports, the vsock ports from the socket
 units systemd enables, the Jupyter kernels from the kernelspecs on Jupyter's
-path (kernels()). The rest comes from build.sh's meta file (META_KEYS).
+path (kernels()), an E2B template's envd defaults from the context its steps
+left (envd_defaults()). The rest comes from build.sh's meta file (META_KEYS).
 `created` is SOURCE_DATE_EPOCH, so the labels keep builds reproducible.
 """
 import argparse
@@ -23,6 +26,8 @@ import re
 import subprocess
 import sys
 import time
+
+import inroot
 
 PREFIX = "org.e2b-images."
 OCI = "org.opencontainers.image."
@@ -134,6 +139,36 @@ def kernels(tree: str) -> list:
     return [k for k in KERNEL_ORDER if k in found] + sorted(others)
 
 
+# os-image/e2b_steps.py's record of the context the steps left.
+E2B_CONTEXT = "usr/lib/e2b-template/context.json"
+ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def envd_defaults(tree: str) -> tuple[str, str]:
+    """An E2B template's envd default user and workdir (its last USER and
+    WORKDIR; no WORKDIR: none, the user's home), as E2B's build passes them
+    to envd's /init. Read inside the tree (a RUN step could have put a
+    symlink there) and checked, since the steps could have rewritten it."""
+    rootfd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        data = inroot.read(rootfd, E2B_CONTEXT, 64 * 1024 + 1)
+    except FileNotFoundError:
+        return "", ""
+    finally:
+        os.close(rootfd)
+    try:
+        ctx = json.loads(data)
+        user, workdir = ctx["user"], ctx["workdir"] or ""
+    except (ValueError, KeyError, TypeError):
+        raise LabelError(f"{tree}/{E2B_CONTEXT}: not the context the steps left (a step rewrote it?)") from None
+    if not (isinstance(user, str) and ACCOUNT.fullmatch(user)):
+        raise LabelError(f"{tree}/{E2B_CONTEXT}: user {user!r} is not an account name")
+    if not (isinstance(workdir, str) and (workdir == "" or (workdir.startswith("/") and len(workdir) < 4096
+                                                            and workdir.isprintable()))):
+        raise LabelError(f"{tree}/{E2B_CONTEXT}: workdir {workdir!r} is not an absolute path")
+    return user, workdir
+
+
 def archive_base(distro: str, release: str, archive: dict) -> tuple[str, str]:
     """A flavor is built from the Debian archive, not from an image: its base
     is that archive's suite, pinned by the sha256 of the InRelease it was
@@ -172,6 +207,7 @@ def labels(tree: str, meta: dict, epoch: int, distro: str, release: str, archive
         PREFIX + "ready": meta["ready"],
         PREFIX + "ready-timeout": meta["ready_timeout"],
     }
+    out[PREFIX + "envd-user"], out[PREFIX + "envd-workdir"] = envd_defaults(tree)
     return {k: v for k, v in out.items() if v != ""}
 
 

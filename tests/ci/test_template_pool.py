@@ -36,14 +36,16 @@ def make(*args):
                           text=True, timeout=120)
 
 
-def template_out(tmp: pathlib.Path, name: str, ready: str, timeout: int = 3, memory_mb: int = 256) -> str:
+def template_out(tmp: pathlib.Path, name: str, ready: str, timeout: int = 3, memory_mb: int = 256,
+                 flavor: str = "e2b-rt", **more) -> str:
     """out/<name>/ as `make template=DIR` leaves it: an OCI layout and a
     manifest.json with the image's labels (os-image/labels.py's keys)."""
     digest = make_flavor_dir(tmp, name, payload=name.encode())
     m = json.loads((tmp / name / "manifest.json").read_text())
-    m["labels"] = {"org.e2b-images.name": name, "org.e2b-images.flavor": "e2b-rt",
+    m["labels"] = {"org.e2b-images.name": name, "org.e2b-images.flavor": flavor,
                    "org.e2b-images.ready": ready, "org.e2b-images.ready-timeout": str(timeout),
-                   "org.e2b-images.memory-mb": str(memory_mb), "org.e2b-images.vcpu": "1"}
+                   "org.e2b-images.memory-mb": str(memory_mb), "org.e2b-images.vcpu": "1",
+                   **{f"org.e2b-images.{k.replace('_', '-')}": v for k, v in more.items()}}
     (tmp / name / "manifest.json").write_text(json.dumps(m))
     return digest
 
@@ -74,6 +76,22 @@ def test_template_host_warmup_is_restore_alone(tmp_path):
     assert t["hostWarmup"] == ["sh", "-c", "e2b-hostlink --cid {vsock_cid} --timeout 30 restore --generation "
                                "{clone_generation} --document {clone_document} --token-file {access_token_file}"]
     assert "sport = :3000" in t["warmup"][-1]
+
+
+def test_e2b_template_host_warmup_gives_envd_its_defaults(tmp_path):
+    """An E2B template: /init gets the user and workdir its steps left, as
+    E2B's build makes them envd's defaults; on e2b-ci the restore also waits
+    for the code interpreter, as its flavor's does."""
+    template_out(tmp_path, "app", "command /usr/lib/e2b-template/ready", flavor="e2b-ci",
+                 envd_user="app", envd_workdir="/opt/my app")
+    cp = make("templates", f"out={tmp_path}", f"registry={REG}", "flavors=app", "host_warmup=uds")
+    assert cp.returncode == 0, cp.stderr
+    t = json.loads((tmp_path / "templates" / "app.json").read_text())
+    jsonschema.validate(t, SCHEMA)
+    assert t["hostWarmup"] == ["sh", "-c", "e2b-hostlink --uds {vsock_uds} --timeout 30 restore --generation "
+                               "{clone_generation} --document {clone_document} --token-file {access_token_file} "
+                               "--user app --workdir '/opt/my app' && "
+                               "e2b-hostlink --uds {vsock_uds} --timeout 120 wait 49999"]
 
 
 def test_unknown_name_is_an_error(tmp_path):

@@ -75,6 +75,8 @@ def test_start_and_ready_run_as_the_steps_left_them(example):
     labels = testimages.check_labels(example, "e2b-sdk", "e2b-rt", "10000,10052,10053,49983")
     assert labels["org.e2b-images.ready"] == "command /usr/lib/e2b-template/ready"
     assert labels["org.e2b-images.ready-timeout"] == "600"
+    # envd's defaults, as E2B's build sets them at /init: the last USER and WORKDIR.
+    assert labels["org.e2b-images.envd-user"] == "app" and labels["org.e2b-images.envd-workdir"] == "/opt/app"
     # The ENV reaches the start and ready commands only, as on E2B: not every login shell.
     assert "GREETING" not in "".join(p.read_text() for p in (t / "etc/profile.d").glob("*.sh") if not p.is_symlink())
 

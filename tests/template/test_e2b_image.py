@@ -122,6 +122,8 @@ def test_from_image_builds_on_the_pulled_base_pinned_by_digest(registry, built):
     labels, _ = testimages.skopeo_labels(built.dir / "oci")
     assert labels["org.opencontainers.image.base.digest"] == digest
     assert labels["org.opencontainers.image.base.name"] == f"{registry['addr']}/library/python"
+    # No USER or WORKDIR step: envd's default user is E2B's `user`, and no default workdir (its home).
+    assert labels["org.e2b-images.envd-user"] == "user" and "org.e2b-images.envd-workdir" not in labels
     # No credential of the registry's reached the outputs or the log.
     assert PASSWORD not in built.cp.stdout + built.cp.stderr
     assert PASSWORD.encode() not in (built.dir / "manifest.json").read_bytes()
