@@ -53,6 +53,8 @@ PROBES = {  # name -> (the probe's command, whether it runs from the npm prefix)
     "js-git": (["node", "probe_git.mjs"], True),
     "py-git": (["PYSDK", str(SDK_DIR / "probe_git.py")], False),
 }
+# Only where a boot asks for them (Variant.sdk_probes): an E2B template's (test_template_boot.py).
+OWN_PROBES = {"py-template": (["PYSDK", str(SDK_DIR / "probe_template.py")], False)}
 BOOT_LANGUAGE_CASES = ("ci_js_default_context", "ci_js_answer", "ci_ts_answer", "ci_r_answer", "ci_bash_answer",
                        "ci_java_answer")
 PROBE_TIMEOUT = 1200  # s, per probe, under TCG (a JVM's start under TCG takes minutes)
@@ -94,8 +96,9 @@ def reset_guest(exec_argv, guest_addr: str) -> str:
     return (cp.stdout + cp.stderr).strip()
 
 
-def run_probes(exec_argv, guest_addr: str, doc: dict, token: str, languages: list) -> dict:
-    """Runs every probe in the host netns (EXEC_ARGV wraps a command into it);
+def run_probes(exec_argv, guest_addr: str, doc: dict, token: str, languages: list, only: tuple = (),
+               extra_env: dict | None = None) -> dict:
+    """Runs every probe (ONLY's, when given) in the host netns (EXEC_ARGV wraps a command into it), with EXTRA_ENV;
     returns {probe: {"cases": {name: observation}, "rc": int, "tail": str,
     "languages": LANGUAGES}}."""
     import sdk_helpers  # installs the pinned SDKs on first use (build/)
@@ -110,8 +113,8 @@ def run_probes(exec_argv, guest_addr: str, doc: dict, token: str, languages: lis
         while time.monotonic() < deadline and not all(_listening(exec_argv, p) for p in FORWARDS):
             time.sleep(0.1)
         env = dict(os.environ, E2B_DEBUG="true", E2B_SDK_TOKEN=token, E2B_SDK_INSTANCE_ID=doc["instanceID"],
-                   E2B_SDK_ENV_ID=doc["envID"], E2B_SDK_USER_SERVER=str(SDK_DIR / "user_server.sh"))
-        for name, (argv, from_npm) in PROBES.items():
+                   E2B_SDK_ENV_ID=doc["envID"], E2B_SDK_USER_SERVER=str(SDK_DIR / "user_server.sh"), **(extra_env or {}))
+        for name, (argv, from_npm) in ({n: {**PROBES, **OWN_PROBES}[n] for n in only} if only else PROBES).items():
             fill = {"PYSDK": str(python), "LANGUAGES": ",".join(languages), "BOOT_CASES": ",".join(BOOT_LANGUAGE_CASES)}
             argv = [fill.get(a, a) for a in argv]
             reset = reset_guest(exec_argv, guest_addr)

@@ -1,9 +1,9 @@
 """Booting a built template (test only): once, in QEMU like the flavors
 (tests/boot/vm.py), with the pool's warmup for it (ci/templates.py, from the
-image's labels) run in the clone by guest/template.sh. Shared by the web
-example's boot (test_template_boot.py, in make test), the data example's and
-builder mode's (template_data_boot.py, tests/builder/builder_boot.py, the
-image workflow's)."""
+image's labels) run in the clone by guest/template.sh. Shared by the E2B
+example's boot (test_template_boot.py, in make test) and the web example's,
+the data example's and builder mode's (template_web_boot.py,
+template_data_boot.py, tests/builder/builder_boot.py: the image workflow's)."""
 from __future__ import annotations
 
 import os

@@ -23,6 +23,11 @@ class Variant:
     timeout: float = 300.0
     sdk: bool = False  # E2B's SDKs drive the guest from the host after the probe (sdk_host.py)
     template_warmup: str = ""  # a template's pool warmup, run by guest/template.sh (test_template_boot.py)
+    # What guest/template.sh looks at ((GET, a path of port 3000), (ENV, a name), (FILE, a path)).
+    template_probe: tuple = ()
+    # With sdk: only these of sdk_host.PROBES (all when empty), and env for them.
+    sdk_probes: tuple = ()
+    sdk_env: tuple = ()
     # The guest gets an ACPI power button (its kernel modules in the test
     # initramfs), and the host presses it at the end (power.py): logind
     # starts, and the press powers the guest off.

@@ -30,6 +30,7 @@ import os
 import pathlib
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -213,6 +214,7 @@ def build_payload(dest: pathlib.Path, v: Variant, kin: dict, ci_tries: int) -> N
     (t / "env").write_text(
         f"E2B_TEST_FLAVOR={v.flavor}\nE2B_TEST_MODE={v.mode}\nE2B_TEST_STOP_GUARD={int(v.stop_guard)}\n"
         f"E2B_TEST_TEMPLATE_WARMUP={base64.b64encode(v.template_warmup.encode()).decode()}\n"
+        + "".join(f"E2B_TEST_TEMPLATE_{k}={shlex.quote(val)}\n" for k, val in v.template_probe) +
         f"E2B_TEST_SDK={int(v.sdk)}\nE2B_TEST_SDK_FORWARDS=\"{' '.join(f'{l}:{g}' for l, g in sdk_host.FORWARDS.items())}\"\n"
         f"E2B_TEST_SDK_RESET_PORT={sdk_host.RESET_PORT}\n"
         f"E2B_TEST_IFACE=eth0\nE2B_TEST_ADDR={GUEST_ADDR}/{PREFIX}\nE2B_TEST_IP={GUEST_ADDR}\n"
@@ -511,7 +513,8 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
                 result["net"] = host_port_checks(ns)
                 if v.sdk:
                     result["sdk"] = sdk_host.run_probes(ns.exec_argv, GUEST_ADDR, doc, token,
-                                                        sdk_host.image_languages(rootfs))
+                                                        sdk_host.image_languages(rootfs),
+                                                        only=v.sdk_probes, extra_env=dict(v.sdk_env))
                 if v.power_button:
                     result["powerdown"] = power.press(str(qmp), qemu, min(120.0, max(30.0, deadline - time.monotonic())))
             elif qemu.poll() is not None:

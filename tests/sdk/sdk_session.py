@@ -34,6 +34,15 @@ def as_control_plane_gives(envd_version: str) -> Sandbox:
                    connection_config=ConnectionConfig(debug=True, extra_sandbox_headers=headers))
 
 
+# A probe's cases, in the order defined (@case), for report().
+cases: dict = {}
+
+
+def case(fn):
+    cases[fn.__name__] = fn
+    return fn
+
+
 def report(cases: dict) -> None:
     """Runs CASES in order, one line each: CASE <name> <json observation>. A
     case that raises reports {"error": ...}, which fails its test."""

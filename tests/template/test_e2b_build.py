@@ -19,31 +19,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "sdk"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
 import bases  # noqa: E402
-import sdk_helpers  # noqa: E402
+import e2b_example  # noqa: E402
 import testimages  # noqa: E402
 
 ROOT = testimages.ROOT
-EXAMPLE = testimages.EXAMPLES / "e2b-sdk"
-
-
-def sdk_json(folder: pathlib.Path) -> None:
-    """folder/e2b.template.json, written by the real SDK from folder/template.py."""
-    cp = subprocess.run([str(sdk_helpers.py_sdk()), "template.py"], cwd=folder, capture_output=True, text=True,
-                        timeout=120)
-    assert cp.returncode == 0, cp.stderr[-2000:]
-    (folder / "e2b.template.json").write_text(cp.stdout)
+sdk_json = e2b_example.sdk_json
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory):
-    d = tmp_path_factory.mktemp("e2b") / "e2b-sdk"
-    shutil.copytree(EXAMPLE, d, ignore=shutil.ignore_patterns("e2b.template.json", "__pycache__"))
-    sdk_json(d)
-    out = tmp_path_factory.mktemp("e2b-out")
-    b = testimages.Built("e2b-rt", out / "e2b-sdk", testimages.build_template(d, "e2b-rt", out))
-    if not b.ok:
-        pytest.fail(b.failure())
-    return b
+def example():
+    return e2b_example.built_or_fail()
 
 
 def test_the_steps_ran_with_e2bs_meaning(example):

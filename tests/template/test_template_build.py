@@ -9,7 +9,7 @@ naming it and leaves no out/<name>/.
 The data example (on e2b-ci) is built and checked by the image workflow
 (ci/image.yml: tests/boot/template_data_boot.py, which boots it too, and
 `make repro template=…`, two fresh builds): a third e2b-ci build does not fit
-in make test's hour. The web example's boot is tests/boot/test_template_boot.py."""
+in make test's hour. The web example's boot is tests/boot/template_web_boot.py (the image workflow)."""
 import pathlib
 import secrets
 import shutil
