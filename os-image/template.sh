@@ -40,10 +40,20 @@ finish() {
 }
 trap finish EXIT
 
+# build/e2b-template DIR > OUT, its messages escaped for the terminal: they
+# name the folder and its files, whose names are the user's bytes.
+read_template() {
+    local rc=0
+    "$TOOLS/e2b-template" --dir "$1" --flavors "$FLAVORS" > "$2" 2> "$stage/read.err" || rc=$?
+    "$PYTHON" "$here/termsafe.py" < "$stage/read.err" >&2
+    return $rc
+}
 json=$stage/template.json
-"$TOOLS/e2b-template" --dir "$TEMPLATE" --flavors "$FLAVORS" > "$json" || exit 1
-field_of() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2])
-print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$1" "$2"; }
+read_template "$TEMPLATE" "$json" || exit 1
+# field_of FILE KEY [SUBKEY]: a field of a JSON object ("" when absent; a list joined by blanks).
+field_of() { "$PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))
+for k in sys.argv[2:]: v = (v or {}).get(k)
+print(" ".join(v) if isinstance(v, list) else "" if v is None else v)' "$@"; }
 field() { field_of "$json" "$1"; }
 name=$(field name)
 format=$(field format)
@@ -52,7 +62,7 @@ if [ "$format" = e2b ]; then
     # folder of that name beside this one, itself E2B's format, built first
     # in the same build (its steps, then these); the chain ends at one of
     # E2B's own templates, as our flavor.
-    from() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["from"].get(sys.argv[2], ""))' "$1" "$2"; }
+    from() { field_of "$1" from "$2"; }
     chain=("$json" "$TEMPLATE")
     cur=$json names=$name
     while [ "$(from "$cur" kind)" = template ]; do
@@ -62,7 +72,7 @@ if [ "$format" = e2b ]; then
         pdir=$(dirname "$TEMPLATE")/$parent
         [ -d "$pdir" ] || die "template=$TEMPLATE: fromTemplate '$parent': no template folder $pdir beside it"
         cur=$stage/from-${#chain[@]}.json
-        "$TOOLS/e2b-template" --dir "$pdir" --flavors "$FLAVORS" > "$cur" ||
+        read_template "$pdir" "$cur" ||
             die "template=$TEMPLATE: fromTemplate '$parent': its template is refused (see above)"
         [ "$(field_of "$cur" format)" = e2b ] ||
             die "template=$TEMPLATE: fromTemplate '$parent': $pdir is a template.conf template; an E2B template builds on E2B templates (write $parent's as e2b.template.json)"

@@ -135,6 +135,13 @@ static bool has_control(const char *s)
 	return false;
 }
 
+/* A path: commands and values may span lines, a path may not (it goes into
+ * the launcher's comment, the labels and the build's messages). */
+static bool one_line(const char *s)
+{
+	return !strpbrk(s, "\t\n");
+}
+
 /* An image reference as registries name them: [host[:port]/]path[:tag][@digest]. */
 static bool valid_image_ref(const char *s)
 {
@@ -183,6 +190,9 @@ static int check_copy(json_t *args, long n, long i, struct e2b_error *err)
 			    "copy the files into the template directory and name them relative to it", ARG(0));
 	if (!*ARG(1))
 		return fail(err, i, "args", "COPY: the destination is empty");
+	if (!one_line(ARG(0)) || !one_line(ARG(1)))
+		return fail(err, i, "args", "COPY: a source or destination with a tab or newline in it; "
+			    "name the files without one");
 	if (n > 2 && *ARG(2) && !valid_owner(ARG(2)))
 		return fail(err, i, "args", "COPY: owner '%.64s' is not USER or USER:GROUP of login names", ARG(2));
 	if (n > 3 && !valid_mode(ARG(3)))
@@ -213,6 +223,8 @@ static int check_args(const char *type, json_t *args, long i, struct e2b_error *
 	} else if (!strcmp(type, "WORKDIR")) {
 		if (n != 1 || !*ARG(0))
 			return fail(err, i, "args", "WORKDIR takes [path], with a path");
+		if (!one_line(ARG(0)))
+			return fail(err, i, "args", "WORKDIR: the path has a tab or newline in it; name one without");
 	} else { /* USER */
 		if (n < 1 || n > 2 || !valid_user(ARG(0)))
 			return fail(err, i, "args", "USER takes [name] or [name, \"true\"] with a login name");

@@ -148,6 +148,10 @@ int main(void)
 		"not a variable name");
 	rejects("a WORKDIR of two", "{" IMG "\"steps\": [{\"type\": \"WORKDIR\", \"args\": [\"/a\", \"/b\"]}]}", 0,
 		"args", "WORKDIR takes");
+	rejects("a WORKDIR with a newline", "{" IMG "\"steps\": [{\"type\": \"WORKDIR\", \"args\": [\"/a\\nb\"]}]}", 0,
+		"args", "tab or newline");
+	rejects("a COPY destination with a newline", COPY_JSON("\"a\", \"/a\\n#x\""), 0, "args", "tab or newline");
+	rejects("a COPY source with a tab", COPY_JSON("\"a\\tb\", \"/a\""), 0, "args", "tab or newline");
 	rejects("a USER with a bad sudo flag",
 		"{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"app\", \"yes\"]}]}", 0, "args", "sudo");
 	rejects("force not a boolean", "{" IMG "\"steps\": [{\"type\": \"RUN\", \"args\": [\"a\"], \"force\": 1}]}", 0,

@@ -181,3 +181,20 @@ def test_fifo_template_conf_is_refused_without_waiting(tmp_path, tools):
 def test_directory_without_template_conf(tmp_path):
     cp = build(tmp_path, tmp_path)
     assert cp.returncode != 0 and f"template={tmp_path}: no template.conf" in cp.stderr
+
+
+@pytest.mark.parametrize("fmt,text,why", [
+    ("template.conf", BASE + "colour = blue\n", "unknown key 'colour'"),
+    ("e2b.template.json", '{"fromTemplate": "base"}', "rename the folder"),
+])
+def test_a_folder_name_with_escapes_is_named_escaped(tmp_path, fmt, text, why):
+    """The folder's name is the user's bytes: a refusal that names it (its
+    path, or as an E2B template's name) must not carry its escape sequences
+    to the terminal."""
+    d = tmp_path / "Web\x1b]0;owned\x07\x1b[2J"
+    d.mkdir()
+    (d / fmt).write_text(text)
+    cp = build(tmp_path, d)
+    assert cp.returncode != 0
+    assert "\x1b" not in cp.stderr and "\x07" not in cp.stderr, cp.stderr
+    assert "Web\\x1b]0;owned\\x07\\x1b[2J" in cp.stderr and why in cp.stderr, cp.stderr
