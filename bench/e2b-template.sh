@@ -25,32 +25,12 @@ cp -r examples/templates/e2b-sdk "$tmp/e2b-sdk"
 rm -f "$tmp/e2b-sdk/e2b.template.json"
 write_json() { (cd "$tmp/e2b-sdk" && "$sdk" template.py > e2b.template.json.new && mv e2b.template.json.new e2b.template.json); }
 
-now() { date +%s.%N; }
-build() { # LOG ARGS...: one make image into $tmp/out, each output line stamped into LOG; its seconds on stdout
-    local log=$1 t0 t1
-    shift
-    t0=$(now)
-    if ! make --no-print-directory image recipes="$recipes" $make_args out="$tmp/out" cache=out/cache "$@" 2>&1 |
-        while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done > "$log"; then
-        tail -20 "$log" >&2
-        exit 1
-    fi
-    t1=$(now)
-    /usr/bin/python3 -c "print(f'{$t1 - $t0:.1f}')"
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+. bench/lib/stamped-build.sh
 # LOG's phases, from its stamps: mkosi up to the template's postinst
 # (runtime), the postinst (steps), mkosi's finalize, and the packing after.
 phases() {
-    /usr/bin/python3 - "$1" <<'PY'
-import sys
-lines = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[1], encoding="utf-8", errors="replace")]
-def first(pattern):
-    return next(float(t) for t, *text in lines if text and pattern in text[0])
-t0, end = float(lines[0][0]), float(lines[-1][0])
-steps, fin, pack = first("template.postinst"), first("Running finalize script"), first("Normalizing modification times")
-print(f"runtime {steps - t0:.1f} s, steps {fin - steps:.1f} s, finalize {pack - fin:.1f} s, pack {end - pack:.1f} s")
-PY
+    /usr/bin/python3 bench/lib/phases.py "$1" runtime "template\.postinst" steps "Running finalize script" \
+        finalize "Normalizing modification times" pack
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)

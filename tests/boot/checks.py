@@ -156,7 +156,8 @@ def logind_on_demand(res):
     logind = unit_table(rep.get("services", "")).get("systemd-logind.service", {})
     started = _ran(logind)
     rc, ms = rep.get("logind_ask_rc", ""), int(rep.get("logind_ask_ms") or -1)
-    want_up = variant_of(res).power_button
+    # A template's boot is not one of ALL_VARIANTS; vm.boot records the button.
+    want_up = res["power_button"] if "power_button" in res else variant_of(res).power_button
     # Not in the list at all: never loaded, so never started.
     ok = bool(rep.get("services")) and started == want_up and rc == "0" and 0 <= ms < LOGIND_ACTIVATION_MS
     return ok, (f"systemd-logind {'ran' if started else 'did not run'} at boot "

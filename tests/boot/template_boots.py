@@ -42,3 +42,23 @@ def boot_template(built, name: str, variant: Callable[[str], vm.Variant],
     if require_done and res.get("report", {}).get("done") != "1":
         pytest.fail(f"boot of template {name}: {res.get('error')}\n{res.get('console', '')[-2500:]}")
     return res
+
+
+def judge(booted: dict, v: vm.Variant, check: str, res: dict | None = None) -> None:
+    """One of checks.py's boot checks for V on BOOTED (or RES, a view of it):
+    fails with the console's tail, else prints its detail."""
+    ok, detail = checks.checks_for(v)[check](booted if res is None else res)
+    if not ok:
+        pytest.fail(f"{check}: {detail}\n--- console tail ---\n{booted.get('console', '')[-2500:]}", pytrace=False)
+    print(f"{check}: {detail}")
+
+
+def assert_warmup_passed(booted: dict) -> None:
+    rep = booted["report"]
+    assert rep.get("template_warmup_rc") == "0", rep.get("template_warmup_err")
+
+
+def with_report(res: dict, **changes) -> dict:
+    """RES with its report's CHANGES: a view for one check (the boot's own
+    result is left as it is)."""
+    return {**res, "report": {**res["report"], **changes}}

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parents[1] / "ci"))
 import checks  # noqa: E402
 import testimages  # noqa: E402
 import vm  # noqa: E402
-from template_boots import boot_template  # noqa: E402
+from template_boots import assert_warmup_passed, boot_template, judge  # noqa: E402
 from template_warmup import template_spec  # noqa: E402
 from templates import FLAVORS  # noqa: E402
 
@@ -79,15 +79,11 @@ def booted(built):
 
 @pytest.mark.parametrize("check", sorted(checks.checks_for(variant())))
 def test_boot(booted, check):
-    ok, detail = checks.checks_for(variant())[check](booted)
-    if not ok:
-        pytest.fail(f"{check}: {detail}\n--- console tail ---\n{booted.get('console', '')[-2500:]}", pytrace=False)
-    print(f"{check}: {detail}")
+    judge(booted, variant(), check)
 
 
 def test_pool_warmup_passes(booted):
-    rep = booted["report"]
-    assert rep.get("template_warmup_rc") == "0", rep.get("template_warmup_err")
+    assert_warmup_passed(booted)
 
 
 def test_no_start_command(booted):

@@ -456,7 +456,7 @@ def _boot(v: Variant, rootfs: pathlib.Path, timeout: float, keep_logs: pathlib.P
     kin = kernel_inputs()
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"e2b-boot-{flavor}-"))
     qemu = None
-    result: dict = {"flavor": flavor, "variant": v.name, "boot": v.id, "mode": v.mode,
+    result: dict = {"flavor": flavor, "variant": v.name, "boot": v.id, "mode": v.mode, "power_button": v.power_button,
                     "stop_guard": v.stop_guard, "cpus": v.cpus, "mem_mib": v.mem, "rootfs": str(rootfs)}
     try:
         # x 0.1 s: e2b-ci services under TCG take a while; with upstream's

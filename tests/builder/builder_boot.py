@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parents[1] / "ci"))
 import builder_image  # noqa: E402
 import checks  # noqa: E402
 import vm  # noqa: E402
-from template_boots import boot_template  # noqa: E402
+from template_boots import assert_warmup_passed, boot_template, judge, with_report  # noqa: E402
 TEMPLATE_UNIT = "e2b-template.service"
 
 
@@ -52,26 +52,22 @@ def judged(res: dict, check: str) -> dict:
     is test_pool_warmup_passes and test_start_command_runs_as_user.)"""
     if check != "no_failed_units":
         return res
-    rep = dict(res["report"])
+    rep = res["report"]
     assert rep.get("template_exits_rc") == "1", "the probe's deliberate break of the start command did not run"
-    rep["failed_units"] = " ".join(u for u in rep.get("failed_units", "").split() if u != TEMPLATE_UNIT)
-    rep["services"] = "\n".join(l for l in rep.get("services", "").splitlines()
-                                if f"Id={TEMPLATE_UNIT}" not in l.split())
-    rep.pop("journal_e2b_template_service", None)
-    return {**res, "report": rep}
+    view = with_report(res, failed_units=" ".join(u for u in rep.get("failed_units", "").split() if u != TEMPLATE_UNIT),
+                       services="\n".join(l for l in rep.get("services", "").splitlines()
+                                          if f"Id={TEMPLATE_UNIT}" not in l.split()))
+    view["report"].pop("journal_e2b_template_service", None)
+    return view
 
 
 @pytest.mark.parametrize("check", sorted(checks.checks_for(variant())))
 def test_boot(booted, check):
-    ok, detail = checks.checks_for(variant())[check](judged(booted, check))
-    if not ok:
-        pytest.fail(f"{check}: {detail}\n--- console tail ---\n{booted.get('console', '')[-2500:]}", pytrace=False)
-    print(f"{check}: {detail}")
+    judge(booted, variant(), check, judged(booted, check))
 
 
 def test_pool_warmup_passes(booted):
-    rep = booted["report"]
-    assert rep.get("template_warmup_rc") == "0", rep.get("template_warmup_err")
+    assert_warmup_passed(booted)
 
 
 def test_start_command_runs_as_user(booted):

@@ -214,3 +214,25 @@ def test_a_base_that_is_not_debian_is_refused_as_builder_mode_refuses_it(registr
     err = failed_build(registry, tmp_path, f"{registry['addr']}/library/alpine:3")
     assert "no dpkg and apt" in err or "/usr/bin/dpkg" in err, err
     assert f"{registry['addr']}/library/alpine" in err, err
+
+
+@pytest.mark.parametrize("kind", ["apt-escape", "mkosi-escape", "escapes"])
+def test_a_hostile_registry_base_is_refused_as_builder_mode_refuses_it(registry, tmp_path, kind):
+    """Issue 37's hostile bases, served by a registry: symlinks out of the
+    image where the unpack empties apt's state or where mkosi works, and
+    terminal escapes in its os-release. Refused before mkosi, the files
+    outside as they were, every byte of the base's escaped."""
+    outside = bases.outside_files(tmp_path / "outside")
+    layout = {"apt-escape": lambda d: bases.apt_escape_layout(d, outside),
+              "mkosi-escape": lambda d: bases.mkosi_escape_layout(d, outside),
+              "escapes": lambda d: bases.escape_layout(d, debian=False)}[kind](tmp_path / "hostile")
+    before = bases.tree_state(outside)
+    name = f"team/hostile-{kind}:1"
+    skopeo("copy", "--quiet", "--dest-cert-dir", registry["certs"], "--dest-authfile", registry["auth"],
+           f"oci:{layout}:latest", f"docker://{registry['addr']}/{name}")
+    err = failed_build(registry, tmp_path, f"{registry['addr']}/{name}")
+    expect = {"apt-escape": "/var/lib is a symlink", "mkosi-escape": "/var/lib/dbus is a symlink",
+              "escapes": "Evil \\x1b]0;e2b-owned\\x07"}[kind]
+    assert expect in err and f"{registry['addr']}/team/hostile-{kind}@sha256:" in err, err
+    assert "\x1b" not in err and "\x07" not in err and "image: mkosi:" not in err
+    assert bases.tree_state(outside) == before
