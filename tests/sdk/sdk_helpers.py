@@ -15,7 +15,9 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "os-image"))
 
+import e2b_sdk_venv  # noqa: E402
 import testimages  # noqa: E402
 from harness import BUILD, require_root  # noqa: E402
 
@@ -66,22 +68,13 @@ def npm_version(package: str) -> str:
 def py_sdk() -> pathlib.Path:
     """A venv of /usr/bin/python3 at build/py-sdk with requirements.txt
     installed under --require-hashes, wheels only, no resolver (the file pins
-    the whole closure); rebuilt only when requirements.txt changed (its
-    sha256 in the venv is the stamp). Returns the venv's python."""
-    stamp = PY_DIR / "requirements.sha256"
-    python = PY_DIR / "bin" / "python"
-    if not (stamp.exists() and stamp.read_text() == _sha256(REQUIREMENTS) and python.exists()):
-        shutil.rmtree(PY_DIR, ignore_errors=True)
-        cp = subprocess.run(["/usr/bin/python3", "-m", "venv", str(PY_DIR)], capture_output=True, text=True)
-        if cp.returncode != 0:
-            pytest.fail(f"python3 -m venv {PY_DIR} (python3-venv: make deps): {cp.stderr[-2000:]}")
-        cp = subprocess.run([str(PY_DIR / "bin" / "pip"), "install", "--quiet", "--require-hashes", "--only-binary",
-                             ":all:", "--no-deps", "-r", str(REQUIREMENTS)], capture_output=True, text=True,
-                            timeout=600)
-        if cp.returncode != 0:
-            pytest.fail(f"pip install -r {REQUIREMENTS}: {cp.stderr[-2000:]}")
-        stamp.write_text(_sha256(REQUIREMENTS))
-    return python
+    the whole closure); rebuilt only when requirements.txt changed
+    (os-image/e2b_sdk_venv.py, as the build's own $(build)/e2b-sdk). Returns
+    the venv's python."""
+    try:
+        return pathlib.Path(e2b_sdk_venv.ensure(str(PY_DIR), str(REQUIREMENTS), timeout=600))
+    except e2b_sdk_venv.VenvError as e:
+        pytest.fail(str(e))
 
 
 def pinned_py(name: str) -> str:
