@@ -72,19 +72,23 @@ def stage_one(t: dict, folder: str, tree: str) -> dict:
     return {"name": t["name"], "steps": steps, "start": start}
 
 
-def stage(chain: list, tree: str, env: dict | None = None) -> dict:
+def stage(chain: list, tree: str, env: dict | None = None, meta: dict | None = None) -> dict:
     """CHAIN: (normal form, folder) pairs, the base first (fromTemplate
     naming another local template), the template being built last. Each
     builds on the one before, as E2B's build does: its context carried on,
     USER reset to `user`, and the last start/ready pair set is the one.
     ENV: the ENVs the first steps start with (a fromImage base's config Env,
-    as E2B's build takes it)."""
+    as E2B's build takes it).
+    META: a Dockerfile template's e2b.toml values (os-image/e2b_dockerfile.py
+    --meta), its cpu_count and memory_mb the sandbox's vcpu and memory_mb."""
     templates = []
     for t, folder in chain:
         try:
             templates.append(stage_one(t, folder, tree))
         except e2b_copy.CopyError as e:
-            raise e2b_copy.CopyError(f"{folder}/e2b.template.json: {e}") from None
+            what = f"{folder}/e2b.template.json" if os.path.lexists(os.path.join(folder, "e2b.template.json")) \
+                else f"{folder} (its Dockerfile's Template JSON)"
+            raise e2b_copy.CopyError(f"{what}: {e}") from None
     write(tree, f"{BUILD.lstrip('/')}/steps.json", json.dumps({"templates": templates, "env": env or {}}, indent=1) + "\n")
     start = next((t["start"] for t in reversed(templates) if t["start"]), None)
     name = chain[-1][0]["name"]
@@ -92,7 +96,9 @@ def stage(chain: list, tree: str, env: dict | None = None) -> dict:
         write(tree, f"usr/lib/systemd/system/{UNIT}", unit(name))
         write(tree, "usr/lib/systemd/system-preset/05-e2b-template.preset", f"enable {UNIT}\n")
     ready = start and start["ready_cmd"]
-    return {"format": "e2b", "name": name, "description": "", "vcpu": None, "memory_mb": None,
+    meta = meta or {}
+    return {"format": "e2b", "name": name, "description": "", "vcpu": meta.get("cpu_count"),
+            "memory_mb": meta.get("memory_mb"),
             "ready": "command /usr/lib/e2b-template/ready" if ready else None,
             "ready_timeout": READY_TIMEOUT if ready else None}
 
@@ -105,6 +111,7 @@ def main(argv) -> int:
     ap.add_argument("--base-env", metavar="JSON", help="os-image/e2b_pull.py's output: its env starts the steps' ENVs")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--labels", required=True, help="where the label inputs go")
+    ap.add_argument("--meta", help="the template's e2b.toml values (os-image/e2b_dockerfile.py --meta)")
     a = ap.parse_args(argv)
     chain = []
     for path, folder in a.template:
@@ -115,7 +122,11 @@ def main(argv) -> int:
         with open(a.base_env, encoding="utf-8") as f:
             env = json.load(f)["env"]
     try:
-        labels = stage(chain, a.tree, env)
+        meta = None
+        if a.meta:
+            with open(a.meta, encoding="utf-8") as f:
+                meta = json.load(f)
+        labels = stage(chain, a.tree, env, meta)
     except (e2b_copy.CopyError, OSError) as e:
         print(escape(f"template: {e}"), file=sys.stderr)
         return 1

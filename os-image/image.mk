@@ -54,7 +54,8 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
 # its base flavor into out/<name>/ (os-image/template.sh).
 template        ?=
 FLAVORS         := $(notdir $(wildcard os-image/mkosi.profiles/*))
-TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)'
+TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)' \
+        E2B_SDK='$(abspath $(E2B_SDK))' E2B_SDK_REQUIREMENTS='$(abspath $(E2B_SDK_REQUIREMENTS))'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

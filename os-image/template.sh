@@ -7,6 +7,9 @@
 #   TEMPLATE  the template directory (template/README.md)
 #   OUTROOT   out/: the template goes to OUTROOT/<name>/ (OUTROOT/repro/<name>/ with REPRO=1)
 #   FLAVORS   the flavors, which a template's base must be one of and its name none of
+#   E2B_SDK, E2B_SDK_REQUIREMENTS   the venv of E2B's Python SDK and its pinned
+#             requirements (template/template.mk), made here on first use, for
+#             a Dockerfile template only (e2b.toml, e2b.Dockerfile, Dockerfile)
 #
 # Order: the template is read and checked (build/e2b-template) and staged
 # before build.sh runs, so a bad template stops before anything is built.
@@ -23,7 +26,8 @@ done
 [ -d "$TEMPLATE" ] || die "template=$TEMPLATE: not a directory"
 # Which format, and whether its file is a regular file of the directory, is
 # e2b-template's check (template.conf or E2B's e2b.template.json; a
-# symlink, a fifo, both, neither: refused, named).
+# symlink, a fifo, both, neither: refused, named); without either, a
+# Dockerfile template goes through E2B's SDK first (read_template).
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
 # Set here only, for a fromImage pull (build.sh's labels): never inherited.
@@ -40,14 +44,36 @@ finish() {
 }
 trap finish EXIT
 
-# build/e2b-template DIR > OUT, its messages escaped for the terminal: they
-# name the folder and its files, whose names are the user's bytes.
-read_template() {
-    local rc=0
-    "$TOOLS/e2b-template" --dir "$1" --flavors "$FLAVORS" > "$2" 2> "$stage/read.err" || rc=$?
+# e2b_template OUT ARGS...: build/e2b-template ARGS > OUT, its messages
+# escaped for the terminal: they name the folder and its files, whose names
+# are the user's bytes.
+e2b_template() {
+    local dest=$1 rc=0
+    shift
+    "$TOOLS/e2b-template" --flavors "$FLAVORS" "$@" > "$dest" 2> "$stage/read.err" || rc=$?
     "$PYTHON" "$here/termsafe.py" < "$stage/read.err" >&2
     return $rc
 }
+there() { [ -e "$1/$2" ] || [ -L "$1/$2" ]; }
+# DIR's template, read and checked, as build/e2b-template's normal form in
+# OUT. template.conf and e2b.template.json come first (both: refused); else
+# e2b.toml, e2b.Dockerfile or Dockerfile, converted to E2B's Template JSON
+# by E2B's own SDK (os-image/e2b_dockerfile.py in the $E2B_SDK venv), with
+# e2b.toml's cpu_count and memory_mb in OUT.meta.
+read_template() {
+    local dir=$1 dest=$2 sdk
+    if ! there "$dir" template.conf && ! there "$dir" e2b.template.json &&
+        { there "$dir" e2b.toml || there "$dir" e2b.Dockerfile || there "$dir" Dockerfile; }; then
+        [ -n "${E2B_SDK:-}" ] && [ -n "${E2B_SDK_REQUIREMENTS:-}" ] ||
+            die "E2B_SDK is not set: build through make (os-image/image.mk)"
+        sdk=$("$PYTHON" "$here/e2b_sdk_venv.py" --venv "$E2B_SDK" --requirements "$E2B_SDK_REQUIREMENTS") || return 1
+        "$sdk" "$here/e2b_dockerfile.py" --dir "$dir" --out "$dest.sdk" --meta "$dest.meta" || return 1
+        e2b_template "$dest" --dir "$dir" --json "$dest.sdk"
+    else
+        e2b_template "$dest" --dir "$dir"
+    fi
+}
+
 json=$stage/template.json
 read_template "$TEMPLATE" "$json" || exit 1
 # field_of FILE KEY [SUBKEY]: a field of a JSON object ("" when absent; a list joined by blanks).
@@ -58,8 +84,9 @@ field() { field_of "$json" "$1"; }
 name=$(field name)
 format=$(field format)
 if [ "$format" = e2b ]; then
-    # E2B's Template JSON. fromTemplate naming another local template: the
-    # folder of that name beside this one, itself E2B's format, built first
+    # E2B's Template JSON (or a Dockerfile template, converted to one).
+    # fromTemplate naming another local template: the folder of that name
+    # beside this one, itself E2B's format or a Dockerfile one, built first
     # in the same build (its steps, then these); the chain ends at one of
     # E2B's own templates, as our flavor.
     from() { field_of "$1" from "$2"; }
@@ -75,7 +102,7 @@ if [ "$format" = e2b ]; then
         read_template "$pdir" "$cur" ||
             die "template=$TEMPLATE: fromTemplate '$parent': its template is refused (see above)"
         [ "$(field_of "$cur" format)" = e2b ] ||
-            die "template=$TEMPLATE: fromTemplate '$parent': $pdir is a template.conf template; an E2B template builds on E2B templates (write $parent's as e2b.template.json)"
+            die "template=$TEMPLATE: fromTemplate '$parent': $pdir is a template.conf template; an E2B template builds on E2B templates (write $parent's as e2b.template.json, e2b.Dockerfile or Dockerfile)"
         chain=("$cur" "$pdir" "${chain[@]}")
         names="$names $parent"
     done
@@ -117,7 +144,9 @@ if [ "$format" = e2b ]; then
     # have the network, as on E2B (apt_install, pip_install).
     targs=()
     for ((i = 0; i < ${#chain[@]}; i += 2)); do targs+=(--template "${chain[i]}" "${chain[i + 1]}"); done
-    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" ${pulled:+--base-env "$pulled"} --tree "$tree" --labels "$stage/labels.json" || exit 1
+    meta=()
+    [ ! -f "$stage/template.json.meta" ] || meta=(--meta "$stage/template.json.meta")
+    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" "${meta[@]}" ${pulled:+--base-env "$pulled"} --tree "$tree" --labels "$stage/labels.json" || exit 1
     json=$stage/labels.json
     # What `make repro` cannot promise: RUN steps fetch from the network
     # (apt_install, pip_install, curl), and what they fetch is not pinned.

@@ -5,7 +5,11 @@
  * instead (e2b.template.json, e2bjson.c), prints that one's normal form.
  * See template/README.md.
  *
- *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci"
+ *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci" [--json FILE]
+ *
+ * --json FILE: the Template JSON of a Dockerfile template (e2b.toml,
+ * e2b.Dockerfile or Dockerfile in DIR, converted by os-image/e2b_dockerfile.py)
+ * is read from FILE instead of DIR/e2b.template.json; the name stays DIR's.
  *
  * Exit 0 and JSON on stdout; 1 on a bad template (one message naming the
  * file, the line and the key); 2 on bad usage. */
@@ -31,7 +35,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: e2b-template --dir DIR --flavors \"FLAVOR...\"\n");
+	fprintf(stderr, "usage: e2b-template --dir DIR --flavors \"FLAVOR...\" [--json FILE]\n");
 }
 
 /* " e2b-rt e2b-ci " contains the word w. */
@@ -177,9 +181,22 @@ static int check(const char *conf_path, const char *dir, const char *flavors, co
 	return r;
 }
 
-/* DIR/e2b.template.json (e2bjson.h): its normal form, with the format and
- * the template's name (its folder's) for os-image/template.sh. */
-static int run_e2b(const char *dir, const char *flavors)
+/* The Dockerfile formats, by precedence: os-image/e2b_dockerfile.py reads
+ * them (with E2B's SDK) into the Template JSON that --json FILE names. */
+static const char *const DOCKERFILE_FORMATS[] = { "e2b.toml", "e2b.Dockerfile", "Dockerfile" };
+
+static int exists_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* DIR/e2b.template.json (e2bjson.h), or with json_file a Dockerfile
+ * template's Template JSON: its normal form, with the format and the
+ * template's name (its folder's) for os-image/template.sh. */
+static int run_e2b(const char *dir, const char *flavors, const char *json_file)
 {
 	char path[PATH_MAX], *buf = NULL;
 	const char *name = strrchr(dir, '/') + 1, *base;
@@ -188,9 +205,20 @@ static int run_e2b(const char *dir, const char *flavors)
 	json_t *o = NULL;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/e2b.template.json", dir);
-	if (faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-		log_error("template=%s: no template.conf or e2b.template.json in it (see template/README.md)", dir);
+	if (json_file)
+		snprintf(path, sizeof(path), "%s (the Template JSON of %s's Dockerfile)", json_file, dir);
+	else
+		snprintf(path, sizeof(path), "%s/e2b.template.json", dir);
+	if (!json_file && !exists_in(dir, "e2b.template.json")) {
+		for (size_t i = 0; i < sizeof(DOCKERFILE_FORMATS) / sizeof(*DOCKERFILE_FORMATS); i++)
+			if (exists_in(dir, DOCKERFILE_FORMATS[i])) {
+				log_error("%s/%s: a Dockerfile template: os-image/e2b_dockerfile.py turns it into a "
+					  "Template JSON first, which --json FILE gives (`make template=%s` does both)",
+					  dir, DOCKERFILE_FORMATS[i], dir);
+				return 1;
+			}
+		log_error("template=%s: no template.conf, e2b.template.json, e2b.toml, e2b.Dockerfile or Dockerfile "
+			  "in it: write one of them (see template/README.md)", dir);
 		return 1;
 	}
 	if (!tpl_valid_name(name) || is_flavor(flavors, name)) {
@@ -198,9 +226,10 @@ static int run_e2b(const char *dir, const char *flavors)
 			  "(at most %d) and not a flavor's (%s); rename the folder", path, name, TPL_MAX_NAME, flavors);
 		return 1;
 	}
-	r = read_conf(dir, "e2b.template.json", E2B_MAX_BYTES, &buf, &len);
+	/* openat ignores the directory for an absolute FILE. */
+	r = read_conf(dir, json_file ? json_file : "e2b.template.json", E2B_MAX_BYTES, &buf, &len);
 	if (r < 0) {
-		log_read_error(path, "e2b.template.json", r);
+		log_read_error(path, json_file ? "--json's FILE" : "e2b.template.json", r);
 		return 1;
 	}
 	r = e2b_parse(buf, len, &o, &err);
@@ -236,9 +265,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "dir", required_argument, NULL, 'd' },
 		{ "flavors", required_argument, NULL, 'f' },
+		{ "json", required_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *dir_arg = NULL, *flavors = NULL;
+	const char *dir_arg = NULL, *flavors = NULL, *json_arg = NULL;
 	char conf_path[PATH_MAX], json_path[PATH_MAX], *dir, *buf = NULL, **resolved = NULL;
 	struct template_conf conf;
 	struct tpl_error err;
@@ -252,6 +282,8 @@ int main(int argc, char **argv)
 			dir_arg = optarg;
 		else if (c == 'f')
 			flavors = optarg;
+		else if (c == 'j')
+			json_arg = optarg;
 		else {
 			usage();
 			return 2;
@@ -267,8 +299,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(conf_path, sizeof(conf_path), "%s/template.conf", dir);
+	if (json_arg && (exists_in(dir, "template.conf") || exists_in(dir, "e2b.template.json"))) {
+		log_error("%s/%s: --json FILE is for a Dockerfile template (e2b.toml, e2b.Dockerfile, Dockerfile), "
+			  "and %s is read first; drop --json, or move it out", dir,
+			  exists_in(dir, "template.conf") ? "template.conf" : "e2b.template.json",
+			  exists_in(dir, "template.conf") ? "template.conf" : "e2b.template.json");
+		free(dir);
+		return 1;
+	}
 	if (faccessat(AT_FDCWD, conf_path, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-		r = run_e2b(dir, flavors);
+		r = run_e2b(dir, flavors, json_arg);
 		free(dir);
 		return r;
 	}

@@ -404,6 +404,22 @@ def build_template(directory: pathlib.Path, base: str, out: pathlib.Path) -> sub
     return make(base, out, "image", f"template={directory}")
 
 
+def copy_built(tmp_path_factory, src: pathlib.Path, base: str = "e2b-rt", ignore=None, prepare=None) -> Built:
+    """A copy of the template folder SRC (less IGNORE, shutil.copytree's;
+    then PREPARE(copy), e.g. writing its JSON) built on BASE into a fresh
+    out= folder, for a test module's fixture; a failed build fails the test."""
+    import pytest
+    d = tmp_path_factory.mktemp(src.name) / src.name
+    shutil.copytree(src, d, ignore=ignore)
+    if prepare:
+        prepare(d)
+    out = tmp_path_factory.mktemp(f"{src.name}-out")
+    b = Built(base, out / src.name, build_template(d, base, out))
+    if not b.ok:
+        pytest.fail(b.failure())
+    return b
+
+
 @functools.lru_cache(maxsize=None)
 def template_image(name: str, base: str) -> Built:
     """The session's build of examples/templates/NAME (on BASE, a flavor the

@@ -6,7 +6,8 @@
 recipes=${BENCH_RECIPES:-}
 make_args=${BENCH_MAKE_ARGS:-}
 if [ -z "$recipes" ]; then
-    eval "$(/usr/bin/python3 - "${tmp:?set tmp first}" <<'PY'
+    # A failure here (no upstream archive: E2B_UPSTREAM_DIR) stops the bench.
+    assignments=$(/usr/bin/python3 - "${tmp:?set tmp first}" <<'PY'
 import sys, pathlib
 sys.path.insert(0, "tests")
 import testimages as t
@@ -14,5 +15,6 @@ d = pathlib.Path(sys.argv[1]) / "mirror"
 t.fill_pin_mirror(d)
 print(f"recipes={t.SHIPPED_RECIPES}; make_args='pin_mirror=file://{d}'")
 PY
-)"
+) || exit 1
+    eval "$assignments"
 fi
