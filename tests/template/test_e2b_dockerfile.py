@@ -356,6 +356,19 @@ def test_a_bad_dockerfile_template_stops_make_with_nothing_in_out(tmp_path):
     assert not (out / "bad-df").exists() and "mkosi" not in cp.stderr
 
 
+def test_e2b_template_json_wins_over_a_dockerfile_in_make(tmp_path):
+    """template.sh reads e2b.template.json when there is one (its fault is
+    the one named); the Dockerfile beside it is not converted."""
+    d = folder(tmp_path, {"e2b.template.json": '{"steps": []}', "Dockerfile": "not a dockerfile\n",
+                          "e2b.toml": "cpu_count = 0\n"}, "json-first")
+    out = tmp_path / "out"
+    cp = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "image", f"template={d}", f"out={out}"],
+                        capture_output=True, text=True, timeout=600)
+    assert cp.returncode != 0 and f"{d}/e2b.template.json: key 'fromImage'" in cp.stderr, cp.stderr
+    assert "e2b.toml" not in cp.stderr and "Dockerfile" not in cp.stderr
+    assert not (out / "json-first").exists()
+
+
 def test_a_dockerfile_template_as_a_base_is_read_the_same_way(tmp_path):
     """fromTemplate naming a sibling Dockerfile folder: read through E2B's
     SDK too (here its e2b.toml's fault stops the chain, named, before mkosi)."""
