@@ -333,6 +333,13 @@ if [ -n "${TEMPLATE_JSON:-}" ]; then
     $py "$here/guard_record.py" check "$work/mkosi-out/image" "$work/mkosi-out/e2b-template-guard.json" \
         "$work/mkosi.log" || die "template: refused (see above)"
     rm -f "$work/mkosi-out/e2b-template-guard.json"
+    # The step cache (os-image/e2b_step_cache.py): the layers this build's
+    # steps made, kept only as its log vouches for them; never in the image.
+    if [ -n "${STEP_CACHE:-}" ]; then
+        $py "$here/e2b_step_cache.py" store --config "$STEP_CACHE" --made "$work/mkosi-out/e2b-step-cache" \
+            --log "$work/mkosi.log" || say "step cache: this build's layers are not kept (see above)"
+    fi
+    rm -rf "$work/mkosi-out/e2b-step-cache"
 fi
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh

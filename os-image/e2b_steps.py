@@ -4,7 +4,13 @@ E2B's build gives them (e2b-dev/infra, packages/orchestrator/pkg/template/
 build/, at envd-v0.6.13; template/README.md, "E2B's Template JSON"), then
 writes how the start and ready commands run.
 
-    e2b_steps.py ROOT STEPS_JSON     (STEPS_JSON: a path in the image, read inside ROOT)
+    e2b_steps.py ROOT STEPS_JSON [--cache-in DIR] [--cache-out DIR]
+    (STEPS_JSON: a path in the image, read inside ROOT)
+
+--cache-in: the step cache's layers the host found for these steps
+(os-image/e2b_step_cache.py stage), restored in place of running them;
+--cache-out: where each step that runs leaves its layer
+(os-image/e2b_layers.py), for e2b_step_cache.py store.
 
 Run by os-image/template.postinst inside mkosi's postinst sandbox, where
 `mkosi-chroot` runs a command in the image root. STEPS_JSON is what
@@ -28,6 +34,7 @@ the user's home), and the ENVs so far (the base image's Env first).
 A failing step stops the build: its index, its type, its command and its
 output's last lines.
 """
+import argparse
 import copy
 import json
 import os
@@ -39,6 +46,7 @@ from collections import deque
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import inroot  # noqa: E402
+from e2b_layers import LayerError, Layers  # noqa: E402
 from termsafe import escape  # noqa: E402
 
 BUILD = "/usr/lib/e2b-template-build"
@@ -238,22 +246,40 @@ APT_ASIDE = f"{BUILD}/apt-sources-aside"
 RUNNERS = {"RUN": run_step, "COPY": copy_step, "ENV": env_step, "WORKDIR": workdir_step, "USER": user_step}
 
 
-def run_templates(rootfd: int, t: dict) -> int:
+def run_templates(rootfd: int, t: dict, layers: Layers | None = None) -> int:
     ctx = {"user": "user", "workdir": None, "env": dict(t.get("env", {}))}
     start = None
     chroot("sh", "-c", APT_ASIDE_SH, "apt-aside", APT_ASIDE)
+    restored = []
+    if layers:
+        try:
+            restored = layers.restore(sum(len(tpl["steps"]) for tpl in t["templates"]))
+        except LayerError as e:
+            print(f"template: {e}", file=sys.stderr)
+            return 1
+    pos = 0
     for tpl in t["templates"]:
         # A template on another starts as E2B's default USER leaves it.
         ctx["user"] = "user"
         who = f"template {tpl['name']}: " if len(t["templates"]) > 1 else "template: "
         for step in tpl["steps"]:
+            pos += 1
             shown = escape(" ".join(step["args"])[:160])
+            if pos <= len(restored):
+                ctx = copy.deepcopy(restored[pos - 1]["ctx"])
+                print(f"{who}step {step['index']} {step['type']} {shown}: from the step cache",
+                      file=sys.stderr, flush=True)
+                continue
             print(f"{who}step {step['index']} {step['type']} {shown}", file=sys.stderr, flush=True)
+            if layers:
+                layers.start()
             try:
                 RUNNERS[step["type"]](ctx, step)
             except StepError as e:
                 print(f"{who}step {step['index']} ({step['type']}) failed: {e}", file=sys.stderr)
                 return 1
+            if layers:
+                layers.done(pos, ctx)
         if tpl["start"]:
             # Its start and ready commands run in the context its own steps left.
             start = dict(tpl["start"], ctx=copy.deepcopy(ctx))
@@ -274,13 +300,17 @@ def run_templates(rootfd: int, t: dict) -> int:
 
 
 def main(argv: list) -> int:
-    if len(argv) != 2:
-        print("usage: e2b_steps.py ROOT STEPS_JSON", file=sys.stderr)
-        return 2
-    root, path = argv
-    rootfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    ap = argparse.ArgumentParser(prog="e2b_steps.py")
+    ap.add_argument("root")
+    ap.add_argument("steps", help="the staged steps.json, a path in the image")
+    ap.add_argument("--cache-in", help="the step cache's layers staged for this build")
+    ap.add_argument("--cache-out", help="where the layers of the steps that run go")
+    a = ap.parse_args(argv)
+    rootfd = os.open(a.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return run_templates(rootfd, json.loads(inroot.read(rootfd, path)))
+        t = json.loads(inroot.read(rootfd, a.steps))
+        layers = Layers(a.root, a.cache_in, a.cache_out) if (a.cache_in or a.cache_out) else None
+        return run_templates(rootfd, t, layers)
     finally:
         os.close(rootfd)
 

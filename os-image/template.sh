@@ -31,7 +31,11 @@ done
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
 # Set here only, for a fromImage pull (build.sh's labels): never inherited.
-unset BASE_NAME BASE_DIGEST REPRO_UNPINNED
+unset BASE_NAME BASE_DIGEST REPRO_UNPINNED STEP_CACHE
+case "${STEP_CACHE_ON:-1}" in 0|1) ;; *) die "step_cache=${STEP_CACHE_ON}: 1 (use the step cache) or 0 (run every step)" ;; esac
+case "${STEP_CACHE_MAX_MB:-4096}" in
+    ''|*[!0-9]*) die "step_cache_max_mb=${STEP_CACHE_MAX_MB}: a whole number of MB (the step cache's cap)" ;;
+esac
 pulled=
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
 out=
@@ -155,6 +159,23 @@ t = json.load(open(sys.argv[1]))
 print(" ".join("%s:%d" % (x["name"], s["index"]) for x in t["templates"] for s in x["steps"] if s["type"] == "RUN"))' \
         "$tree/usr/lib/e2b-template-build/steps.json")
     [ -z "$runs" ] || export REPRO_UNPINNED="the RUN steps (template:index) $runs have the network, as on E2B; what they fetch is not pinned by this build, so the two builds can differ where they wrote"
+    # The step cache (os-image/e2b_step_cache.py): the layers of the steps
+    # this template ran before, on the same base, staged read-only for
+    # template.postinst; build.sh keeps the new ones. Not for `make repro`,
+    # whose two builds run every step.
+    if [ "${STEP_CACHE_ON:-1}" = 1 ] && [ "${REPRO:-0}" != 1 ]; then
+        STEP_CACHE=$stage/step-cache.json
+        "$PYTHON" - "$STEP_CACHE" "$tree" "$TEMPLATE" "$CACHE/e2b-steps" "${STEP_CACHE_MAX_MB:-4096}" \
+            "${BASE_DIGEST:-flavor:$base} ${DISTRO:-} ${RELEASE:-} ${KERNELS:-} ${PYDEPS:-}" <<'PY'
+import json, os, sys
+out, tree, scope, cache, max_mb, base_id = sys.argv[1:]
+json.dump({"steps": os.path.join(tree, "usr/lib/e2b-template-build/steps.json"), "tree": tree,
+           "scope": os.path.realpath(scope), "base_id": base_id, "cache": cache, "max_mb": int(max_mb)},
+          open(out, "w"), indent=1)
+PY
+        "$PYTHON" "$here/e2b_step_cache.py" stage --config "$STEP_CACHE" --out "$stage/step-cache" || exit 1
+        export STEP_CACHE
+    fi
 else
     "$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
 fi
@@ -166,6 +187,7 @@ args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
       --finalize-script "$here/template.finalize")
 if [ "$format" = e2b ]; then
     args+=(--with-network=yes)
+    [ -z "${STEP_CACHE:-}" ] || args+=(--build-sources "$stage/step-cache:e2b-step-cache")
 else
     for p in $(field packages); do args+=(--volatile-package "$p"); done
 fi
