@@ -102,11 +102,6 @@ def changes(before: dict, after: dict) -> tuple:
     return changed, removed
 
 
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def record(out_dir: str, pos: int, changed: list, meta: dict) -> str:
     """Writes NNNN.tar and NNNN.json; returns the build log's line for them."""
     tar_path = os.path.join(out_dir, f"{pos:04d}.tar")
@@ -177,7 +172,7 @@ class Layers:
 
     def __init__(self, root: str, cache_in: str | None, cache_out: str | None):
         self.root, self.cache_in, self.cache_out = root, cache_in, cache_out
-        self.base = base_digest(root) if (cache_in or cache_out) else None
+        self.base = base_digest(root)
         self.before = None
 
     def restore(self, total: int) -> list:

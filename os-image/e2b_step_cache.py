@@ -4,13 +4,14 @@
 os-image/build.sh stores what the build made after; os-image/e2b_layers.py
 is its half inside the build.
 
-    e2b_step_cache.py stage --config CONFIG --out DIR
+    e2b_step_cache.py stage --steps STEPS --tree TREE --scope DIR --base-id ID
+                            --cache DIR --max-mb N --config CONFIG --out DIR
     e2b_step_cache.py store --config CONFIG --made DIR --log LOG
 
-CONFIG: {"steps": the staged steps.json, "tree": the staged extra tree,
-"scope": the template's folder, "base_id": what names the base (flavor,
-distro, release, ...; a fromImage's digest), "cache": the cache's folder,
-"max_mb": its cap}.
+stage's inputs: the staged steps.json and extra tree, the template's folder
+(the keys' scope), what names the base (flavor, distro, release, ...; a
+fromImage's digest), the cache's folder and its cap. It writes them to
+CONFIG with the keys it made, for store.
 
 Each step at position N (from 1, across a fromTemplate chain) has a key, a
 sha256 chain: the format's version, the scope, the base id and the starting
@@ -42,10 +43,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2b_layers import content_digest, walk  # noqa: E402
+from e2b_layers import VERSION, content_digest, walk  # noqa: E402
 from termsafe import escape  # noqa: E402
 
-VERSION = 1
 KEY = re.compile(r"[0-9a-f]{64}")
 LINE = re.compile(rb"e2b-step-cache: step (\d{4}) tar=([0-9a-f]{64}) meta=([0-9a-f]{64})\r?")
 
@@ -89,7 +89,8 @@ def link_or_copy(src: str, dest: str) -> None:
 
 
 def stage(cfg: dict, out: str) -> int:
-    keys = chain_keys(cfg)
+    """Also sets cfg["keys"], for store."""
+    keys = cfg["keys"] = chain_keys(cfg)
     os.makedirs(out, exist_ok=True)
     found = 0
     for pos, (key, forced) in enumerate(keys, 1):
@@ -171,7 +172,8 @@ def prune(cache: str, max_mb: int) -> int:
 
 
 def store(cfg: dict, made: str, log: str) -> int:
-    keys = chain_keys(cfg)
+    """CFG as stage left it, with its keys."""
+    keys = cfg["keys"]
     sums = vouched(log)
     os.makedirs(cfg["cache"], exist_ok=True)
     kept = refused = 0
@@ -202,17 +204,29 @@ def main(argv: list) -> int:
     ap = argparse.ArgumentParser(prog="e2b_step_cache.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stage", help="the cached layers for this build's steps, to DIR")
-    s.add_argument("--config", required=True)
+    s.add_argument("--steps", required=True, help="the staged steps.json")
+    s.add_argument("--tree", required=True, help="the staged extra tree (a COPY's files)")
+    s.add_argument("--scope", required=True, help="the template's folder")
+    s.add_argument("--base-id", required=True, help="what names the base")
+    s.add_argument("--cache", required=True, help="the cache's folder")
+    s.add_argument("--max-mb", required=True, type=int, help="the cache's cap")
+    s.add_argument("--config", required=True, help="written: these and the keys, for store")
     s.add_argument("--out", required=True)
     s = sub.add_parser("store", help="keep the layers the build made, as its log vouches for them")
-    s.add_argument("--config", required=True)
+    s.add_argument("--config", required=True, help="what stage wrote")
     s.add_argument("--made", required=True)
     s.add_argument("--log", required=True)
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "stage":
+            cfg = {"steps": a.steps, "tree": a.tree, "scope": os.path.realpath(a.scope), "base_id": a.base_id,
+                   "cache": a.cache, "max_mb": a.max_mb}
+            rc = stage(cfg, a.out)
+            with open(a.config, "w", encoding="utf-8") as f:
+                json.dump(cfg, f, indent=1)
+            return rc
         with open(a.config, encoding="utf-8") as f:
-            cfg = json.load(f)
-        return stage(cfg, a.out) if a.cmd == "stage" else store(cfg, a.made, a.log)
+            return store(json.load(f), a.made, a.log)
     except (OSError, ValueError, KeyError, CacheError) as e:
         print(escape(f"template: step cache ({a.config}): {e}"), file=sys.stderr)
         return 1

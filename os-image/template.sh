@@ -165,15 +165,10 @@ print(" ".join("%s:%d" % (x["name"], s["index"]) for x in t["templates"] for s i
     # whose two builds run every step.
     if [ "${STEP_CACHE_ON:-1}" = 1 ] && [ "${REPRO:-0}" != 1 ]; then
         STEP_CACHE=$stage/step-cache.json
-        "$PYTHON" - "$STEP_CACHE" "$tree" "$TEMPLATE" "$CACHE/e2b-steps" "${STEP_CACHE_MAX_MB:-4096}" \
-            "${BASE_DIGEST:-flavor:$base} ${DISTRO:-} ${RELEASE:-} ${KERNELS:-} ${PYDEPS:-}" <<'PY'
-import json, os, sys
-out, tree, scope, cache, max_mb, base_id = sys.argv[1:]
-json.dump({"steps": os.path.join(tree, "usr/lib/e2b-template-build/steps.json"), "tree": tree,
-           "scope": os.path.realpath(scope), "base_id": base_id, "cache": cache, "max_mb": int(max_mb)},
-          open(out, "w"), indent=1)
-PY
-        "$PYTHON" "$here/e2b_step_cache.py" stage --config "$STEP_CACHE" --out "$stage/step-cache" || exit 1
+        "$PYTHON" "$here/e2b_step_cache.py" stage --steps "$tree/usr/lib/e2b-template-build/steps.json" \
+            --tree "$tree" --scope "$TEMPLATE" --cache "$CACHE/e2b-steps" --max-mb "${STEP_CACHE_MAX_MB:-4096}" \
+            --base-id "${BASE_DIGEST:-flavor:$base} ${DISTRO:-} ${RELEASE:-} ${KERNELS:-} ${PYDEPS:-}" \
+            --config "$STEP_CACHE" --out "$stage/step-cache" || exit 1
         export STEP_CACHE
     fi
 else

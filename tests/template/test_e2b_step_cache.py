@@ -4,6 +4,7 @@ layers from the cache and give the bytes a build without it gives; force;
 layers a step forges, which are not kept; then the host half's rules
 (os-image/e2b_step_cache.py) without a build: the keys, the log's vouching,
 the copy and the cap."""
+import copy
 import hashlib
 import json
 import os
@@ -142,31 +143,37 @@ STEPS = [{"type": "RUN", "args": ["a"]}, {"type": "COPY", "args": ["f", "/f", ""
          {"type": "RUN", "args": ["b"]}]
 
 
+def steps() -> list:
+    return copy.deepcopy(STEPS)
+
+
 def test_the_keys_chain_and_force_runs_from_its_step_on(tmp_path):
-    keys = e2b_step_cache.chain_keys(staged(tmp_path, json.loads(json.dumps(STEPS))))
+    keys = e2b_step_cache.chain_keys(staged(tmp_path, steps()))
     assert len({k for k, _ in keys}) == 3 and not any(f for _, f in keys)
     other = [dict(s) for s in STEPS]
     other[2] = {"type": "RUN", "args": ["c"]}
     changed = e2b_step_cache.chain_keys(staged(tmp_path, other))
     assert changed[:2] == keys[:2] and changed[2] != keys[2]
     # A COPY's files are in its key and every key after it.
-    cfg = staged(tmp_path, json.loads(json.dumps(STEPS)))
+    cfg = staged(tmp_path, steps())
     (pathlib.Path(cfg["tree"]) / "usr/lib/e2b-template-build/copy/t/0000/f").write_text("two\n")
     files = e2b_step_cache.chain_keys(cfg)
     assert files[0] == keys[0] and files[1] != keys[1] and files[2] != keys[2]
     # Another folder or another base: no key in common.
     for kw in ({"scope": "/other"}, {"base": "flavor:e2b-ci"}):
         assert not {k for k, _ in keys} & {k for k, _ in e2b_step_cache.chain_keys(
-            staged(tmp_path, json.loads(json.dumps(STEPS)), **kw))}
+            staged(tmp_path, steps(), **kw))}
     forced = [dict(s) for s in STEPS]
     forced[1] = dict(forced[1], force=True)
     assert [f for _, f in e2b_step_cache.chain_keys(staged(tmp_path, forced))] == [False, True, True]
-    assert [f for _, f in e2b_step_cache.chain_keys(staged(tmp_path, json.loads(json.dumps(STEPS)), force=True))] \
+    assert [f for _, f in e2b_step_cache.chain_keys(staged(tmp_path, steps(), force=True))] \
         == [True, True, True]
 
 
 def test_store_keeps_only_what_the_log_vouches_for(tmp_path):
-    cfg = staged(tmp_path, json.loads(json.dumps(STEPS)))
+    cfg = staged(tmp_path, steps())
+    e2b_step_cache.stage(cfg, str(tmp_path / "first"))   # the keys, for store; nothing in the cache yet
+    assert os.listdir(tmp_path / "first") == []
     made = tmp_path / "made"
     made.mkdir()
     lines = []
