@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The build sandbox's cost (os-image/confine.py, issue 37): a warm rebuild
+# The build sandbox's cost (sandbox/confine.py, issue 37): a warm rebuild
 # of a template after one of its files changed (examples/templates/web on
 # e2b-rt, as bench/template.sh) and a builder-mode build (`base=oci:…`, the
 # Debian test base of tests/builder/bases.py, stopped after mkosi with

@@ -34,7 +34,7 @@ pkgs_test="python3 python3-pytest python3-packaging python3-botocore
 # Images: mkosi's host tools, OCI tools, the boot test; pip for e2b-ci's
 # wheels (pydeps=pip) and packaging for its constraints generator; binutils
 # strips the debug info some wheels ship (e2b-ci mkosi.postinst) and its
-# readelf reads a template's guard closure (os-image/guard_record.py); the
+# readelf reads a template's guard closure (sandbox/guard_record.py); the
 # builder-mode tests' own base image (debootstrap).
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
   skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot

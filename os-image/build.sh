@@ -13,13 +13,13 @@
 #   KERNELS (e2b-ci's Jupyter kernels: a comma list of python, javascript, r,
 #   bash, java; python and javascript are always in; empty: all five)
 #   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
-#   TEMPLATE_JSON (set by os-image/template.sh: a template on FLAVOR, for its labels)
-#   CONFINE_RO (set by os-image/template.sh: its staging, which confined mkosi reads)
+#   TEMPLATE_JSON (set by template/template.sh: a template on FLAVOR, for its labels)
+#   CONFINE_RO (set by template/template.sh: its staging, which confined mkosi reads)
 #   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
 #   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
 #   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
 #   BASE_CONFINE (1: BASE is a template's, which must stay inside BASE_RELATIVE_TO)
-#   BASE_NAME, BASE_DIGEST (set by os-image/template.sh for an E2B fromImage:
+#   BASE_NAME, BASE_DIGEST (set by template/template.sh for an E2B fromImage:
 #   the repository and registry digest BASE, a cached pull, was pulled by)
 #   PACK (0: stop after mkosi, no pack.py)   MKOSI_ARGS (appended to mkosi's)
 #   PREFLIGHT_ONLY (1: stop after the quick steps, before mkosi)
@@ -36,8 +36,11 @@ top=$(cd "$here/.." && pwd)
 
 die() { echo "image: $*" >&2; exit 1; }
 say() { echo "image: $*" >&2; }
-# Text with bytes from a base (its name, tags, os-release): escaped (termsafe.py).
-say_safe() { say "$($py "$here/termsafe.py" "$*")"; }
+# Text with bytes from a base (its name, tags, os-release): escaped (sandbox/termsafe.py).
+# The checkout's packages (sandbox/, template/) are found through PYTHONPATH,
+# given to each command that needs them and to nothing else.
+termsafe() { PYTHONPATH="$top" $py -m sandbox.termsafe "$@"; }
+say_safe() { say "$(termsafe "$*")"; }
 
 for v in FLAVOR RELEASE DISTRO RECIPES OUT CACHE TOOLS PYTHON INCREMENTAL PACK ROOTFS_HEADROOM_MB ENVD GO_TOOLCHAIN; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk sets every knob)"
@@ -60,7 +63,7 @@ for k in "${asked[@]}"; do
     [ -n "$k" ] || continue
     case " ${all_kernels[*]} " in
         *" $k "*) want_kernel[$k]=1 ;;
-        *) die "kernels=$($py "$here/termsafe.py" "$k"): unknown kernel (valid: python, javascript, r, bash, java; python and javascript are always in)" ;;
+        *) die "kernels=$(termsafe "$k"): unknown kernel (valid: python, javascript, r, bash, java; python and javascript are always in)" ;;
     esac
 done
 kernels=()
@@ -111,7 +114,7 @@ base_json=
 if [ -n "${BASE:-}" ]; then
     basework=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-base.XXXXXX")
     say_safe "base: $BASE: unpacking and checking it"
-    $py "$here/builder_base.py" --base "$BASE" --dest "$basework" \
+    PYTHONPATH="$top" $py "$here/builder_base.py" --base "$BASE" --dest "$basework" \
         --relative-to "${BASE_RELATIVE_TO:-$top}" ${BASE_CONFINE:+--confine} \
         ${BASE_NAME:+--name "$BASE_NAME" --digest "$BASE_DIGEST"} > "$work/base.json" || exit 1
     base_json=$work/base.json
@@ -281,7 +284,7 @@ mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 # A base image or a template runs code of its own as root inside mkosi (a
 # base's dpkg and maintainer scripts, a template's build commands), and
 # mkosi's own sandbox does not keep root from the host (/proc/PID/root of
-# any host process). So mkosi runs confined (os-image/confine.py, README.md
+# any host process). So mkosi runs confined (sandbox/confine.py, README.md
 # "The build sandbox"): this build's inputs read-only, mkosi's workspace
 # (its output inside it, see below) the only place it changes, and the checkout and the shared
 # package caches seen through an overlay whose changes are dropped (mkosi
@@ -296,7 +299,7 @@ mkosi_out=$work/mkosi-out
 if [ -n "$base_json" ] || [ -n "${TEMPLATE_JSON:-}" ]; then
     mkosi_out=$ws/mkosi-out
     mkdir "$mkosi_out"
-    confine=("$py" "$here/confine.py" --overlay "$top" --ro-bind "$pkgmngr" --ro-bind "$extra"
+    confine=(env PYTHONPATH="$top" "$py" -m sandbox.confine --overlay "$top" --ro-bind "$pkgmngr" --ro-bind "$extra"
              --bind "$ws" --overlay "$CACHE/mkosi/$DISTRO-$RELEASE")
     [ ! -d "$work/build-sources" ] || confine+=(--ro-bind "$work/build-sources")
     [ -z "$basework" ] || confine+=(--ro-bind "$basework")
@@ -320,7 +323,7 @@ fi
     --output image \
     "${incargs[@]}" \
     ${MKOSI_ARGS:-} \
-    --force build 2>&1 | tee "$work/mkosi.log" | $py "$here/termsafe.py" >&2) || die "mkosi build failed"
+    --force build 2>&1 | tee "$work/mkosi.log" | termsafe >&2) || die "mkosi build failed"
 if [ "$mkosi_out" != "$work/mkosi-out" ]; then
     rmdir "$work/mkosi-out"
     mv "$mkosi_out" "$work/mkosi-out"
@@ -330,13 +333,13 @@ fi
 # says (template.postinst made it before the first build command, and put
 # its hash on the build log, which the build cannot reach: $work/mkosi.log).
 if [ -n "${TEMPLATE_JSON:-}" ]; then
-    $py "$here/guard_record.py" check "$work/mkosi-out/image" "$work/mkosi-out/e2b-template-guard.json" \
+    PYTHONPATH="$top" $py -m sandbox.guard_record check "$work/mkosi-out/image" "$work/mkosi-out/e2b-template-guard.json" \
         "$work/mkosi.log" || die "template: refused (see above)"
     rm -f "$work/mkosi-out/e2b-template-guard.json"
-    # The step cache (os-image/e2b_step_cache.py): the layers this build's
+    # The step cache (template/e2b/step_cache.py): the layers this build's
     # steps made, kept only as its log vouches for them; never in the image.
     if [ -n "${STEP_CACHE:-}" ]; then
-        $py "$here/e2b_step_cache.py" store --config "$STEP_CACHE" --made "$work/mkosi-out/e2b-step-cache" \
+        PYTHONPATH="$top" $py -m template.e2b.step_cache store --config "$STEP_CACHE" --made "$work/mkosi-out/e2b-step-cache" \
             --log "$work/mkosi.log" || say "step cache: this build's layers are not kept (see above)"
     fi
     rm -rf "$work/mkosi-out/e2b-step-cache"
@@ -350,10 +353,10 @@ if [ "$PACK" = 0 ]; then
 fi
 # Label inputs (os-image/labels.py): the flavor's defaults (or the
 # template's), the commit.
-$py "$here/labels.py" --flavor "$FLAVOR" --repo "$top" --source "${SOURCE_URL:-}" \
+PYTHONPATH="$top" $py "$here/labels.py" --flavor "$FLAVOR" --repo "$top" --source "${SOURCE_URL:-}" \
     ${TEMPLATE_JSON:+--template "$TEMPLATE_JSON"} ${base_json:+--base "$base_json"} \
     --out "$work/meta.json" || die "labels: no meta file (see above)"
-$py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
+PYTHONPATH="$top" $py "$here/pack.py" --tree "$work/mkosi-out/image" --out "$OUT" --flavor "$FLAVOR" \
     --distro "$DISTRO" --release "$RELEASE" --epoch "$SOURCE_DATE_EPOCH" \
     --archives "$work/archives.json" --artifacts "$work/artifacts.jsonl" \
     --apt-lists "$CACHE/mkosi/$DISTRO-$RELEASE" \

@@ -49,8 +49,7 @@ import subprocess
 import sys
 import tarfile
 
-import inroot
-import termsafe
+from sandbox import inroot, termsafe
 
 # The releases a base may be: those our flavors build (package names differ
 # between them, libssl3 in bookworm and libssl3t64 in trixie, and
@@ -317,7 +316,7 @@ def main(argv) -> int:
                     help="a template's base: PATH must be relative and stay inside --relative-to")
     ap.add_argument("--check-only", action="store_true", help="stop after locating and inspecting")
     ap.add_argument("--name", help="the base's name for the labels, when it came from a registry "
-                                   "(os-image/e2b_pull.py): the repository, not the cache's path")
+                                   "(template/e2b/pull.py): the repository, not the cache's path")
     ap.add_argument("--digest", help="with --name: the registry's digest it was pulled by (a pull into an "
                                      "OCI layout may convert a Docker manifest, whose digest then differs)")
     a = ap.parse_args(argv)

@@ -51,7 +51,7 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         BASE='$(base)' CERT_DIR='$(cert_dir)'
 
 # A template directory (template/README.md): `make template=DIR` builds it on
-# its base flavor into out/<name>/ (os-image/template.sh).
+# its base flavor into out/<name>/ (template/template.sh).
 template        ?=
 # E2B templates: reuse the layers of unchanged steps (template/README.md,
 # "The step cache"), in cache/e2b-steps, at most step_cache_max_mb.
@@ -64,7 +64,7 @@ TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLA
 
 .PHONY: image image-preflight repro guest-tools
 image: tools
-	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh)
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) bash template/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh)
 
 # Only the quick steps (apt sources, pinned artifacts, envd version, units):
 # what fails early in `make image`, without mkosi.
@@ -74,7 +74,7 @@ image-preflight: tools
 # Two builds of the same commit in separate directories (shared package
 # cache), compared byte for byte.
 repro: tools
-	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) REPRO=1 bash os-image/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh)
+	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) REPRO=1 bash template/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/repro/$(flavor)' bash os-image/repro.sh)
 
 # Runs inside the mkosi build (os-image/mkosi.build, via mkosi-chroot): the
 # tools the guest runs, compiled against the image's own libraries with

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-import inroot
+from sandbox import inroot
 
 PREFIX = "org.e2b-images."
 OCI = "org.opencontainers.image."
@@ -139,7 +139,7 @@ def kernels(tree: str) -> list:
     return [k for k in KERNEL_ORDER if k in found] + sorted(others)
 
 
-# os-image/e2b_steps.py's record of the context the steps left.
+# template/e2b/steps.py's record of the context the steps left.
 E2B_CONTEXT = "usr/lib/e2b-template/context.json"
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 

@@ -13,7 +13,7 @@ base=${OUT:?}
 : "${SOURCE_DATE_EPOCH:=$(git -C "$top" log -1 --format=%ct)}"
 export SOURCE_DATE_EPOCH
 rm -rf "$base"
-# An E2B template's RUN steps (os-image/template.sh): said before and, if
+# An E2B template's RUN steps (template/template.sh): said before and, if
 # the builds differ, after.
 [ -z "${REPRO_UNPINNED:-}" ] || echo "repro: note: $REPRO_UNPINNED" >&2
 for n in 1 2; do

@@ -1,14 +1,14 @@
 /* e2b-template: reads a template directory's template.conf with the one
  * strict parser (conf.c), checks its files against the directory (files.c)
  * and its base and name against the flavors, and prints the template as
- * JSON for os-image/template.sh; or, in a directory with E2B's Template JSON
+ * JSON for template/template.sh; or, in a directory with E2B's Template JSON
  * instead (e2b.template.json, e2bjson.c), prints that one's normal form.
  * See template/README.md.
  *
  *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci" [--json FILE]
  *
  * --json FILE: the Template JSON of a Dockerfile template (e2b.toml,
- * e2b.Dockerfile or Dockerfile in DIR, converted by os-image/e2b_dockerfile.py)
+ * e2b.Dockerfile or Dockerfile in DIR, converted by template/e2b/dockerfile.py)
  * is read from FILE instead of DIR/e2b.template.json; the name stays DIR's.
  *
  * Exit 0 and JSON on stdout; 1 on a bad template (one message naming the
@@ -181,7 +181,7 @@ static int check(const char *conf_path, const char *dir, const char *flavors, co
 	return r;
 }
 
-/* The Dockerfile formats, by precedence: os-image/e2b_dockerfile.py reads
+/* The Dockerfile formats, by precedence: template/e2b/dockerfile.py reads
  * them (with E2B's SDK) into the Template JSON that --json FILE names. */
 static const char *const DOCKERFILE_FORMATS[] = { "e2b.toml", "e2b.Dockerfile", "Dockerfile" };
 
@@ -195,7 +195,7 @@ static int exists_in(const char *dir, const char *name)
 
 /* DIR/e2b.template.json (e2bjson.h), or with json_file a Dockerfile
  * template's Template JSON: its normal form, with the format and the
- * template's name (its folder's) for os-image/template.sh. */
+ * template's name (its folder's) for template/template.sh. */
 static int run_e2b(const char *dir, const char *flavors, const char *json_file)
 {
 	char path[PATH_MAX], *buf = NULL;
@@ -212,7 +212,7 @@ static int run_e2b(const char *dir, const char *flavors, const char *json_file)
 	if (!json_file && !exists_in(dir, "e2b.template.json")) {
 		for (size_t i = 0; i < sizeof(DOCKERFILE_FORMATS) / sizeof(*DOCKERFILE_FORMATS); i++)
 			if (exists_in(dir, DOCKERFILE_FORMATS[i])) {
-				log_error("%s/%s: a Dockerfile template: os-image/e2b_dockerfile.py turns it into a "
+				log_error("%s/%s: a Dockerfile template: template/e2b/dockerfile.py turns it into a "
 					  "Template JSON first, which --json FILE gives (`make template=%s` does both)",
 					  dir, DOCKERFILE_FORMATS[i], dir);
 				return 1;

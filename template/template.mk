@@ -19,17 +19,17 @@ FUZZERS += fuzz-template-e2bjson
 fuzz-template-e2bjson_SRCS := template/e2bjson_fuzz.c template/e2bjson.c template/conf.c common/decimal.c
 fuzz-template-e2bjson_PKGS := jansson
 
-# E2B's Python SDK (template/sdk-requirements.txt, hash-pinned) for the
+# E2B's Python SDK (template/e2b/sdk-requirements.txt, hash-pinned) for the
 # Dockerfile formats (e2b.Dockerfile with e2b.toml, a plain Dockerfile):
-# os-image/e2b_dockerfile.py runs with its python. Made on demand: template.sh
-# runs the same script, no-op when the venv's stamp matches, only for a
+# template/e2b/dockerfile.py runs with its python. Made on demand: template.sh
+# runs the same module, no-op when the venv's stamp matches, only for a
 # template in one of those formats, so template.conf and e2b.template.json
 # builds never need PyPI. `make e2b-sdk` makes it ahead.
-E2B_SDK_REQUIREMENTS := template/sdk-requirements.txt
+E2B_SDK_REQUIREMENTS := template/e2b/sdk-requirements.txt
 E2B_SDK := $(build)/e2b-sdk
 
 .PHONY: e2b-sdk
 e2b-sdk: $(E2B_SDK)/requirements.sha256
-$(E2B_SDK)/requirements.sha256: $(E2B_SDK_REQUIREMENTS) os-image/e2b_sdk_venv.py
-	$(python) os-image/e2b_sdk_venv.py --requirements $(E2B_SDK_REQUIREMENTS) --venv $(E2B_SDK) >/dev/null
+$(E2B_SDK)/requirements.sha256: $(E2B_SDK_REQUIREMENTS) template/e2b/sdk_venv.py
+	PYTHONPATH='$(CURDIR)' $(python) -m template.e2b.sdk_venv --requirements $(E2B_SDK_REQUIREMENTS) --venv $(E2B_SDK) >/dev/null
 	touch $@

@@ -5,6 +5,9 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+# The checkout's top, once, for its packages (sandbox, template): tests import
+# them as the build runs them, and a subprocess running one gets PYTHONPATH.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from harness import release_tools, tools  # noqa: E402,F401  (fixtures)
 

@@ -27,7 +27,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-termsafe() { /usr/bin/python3 "$here/../termsafe.py" "$@"; }
+termsafe() { PYTHONPATH="$here/../.." /usr/bin/python3 -m sandbox.termsafe "$@"; }
 lockpy=$here/ijavascript-lock.py
 die() { printf 'ijavascript: error: %s\n' "$*" >&2; exit 1; }
 say() { printf 'ijavascript: %s\n' "$*" >&2; }

@@ -15,10 +15,11 @@ entry tag, trailing bytes, a wrong digest) is refused with the file and the offs
 and the file is left as it was.
 
 With --root, PATH is resolved inside ROOT as the guest would resolve it
-(os-image/inroot.py: openat2 RESOLVE_IN_ROOT), for use on an image's tree from
-the build machine. The file itself is never followed if it is a symlink, must be
-a regular file, and is replaced through a temporary file and a rename in its own
-directory, keeping its mode and owner. Exit 0 done, 1 refused, 2 usage.
+(sandbox/inroot.py: openat2 RESOLVE_IN_ROOT; PYTHONPATH names the checkout's
+top), for use on an image's tree from the build machine. The file itself is
+never followed if it is a symlink, must be a regular file, and is replaced
+through a temporary file and a rename in its own directory, keeping its mode
+and owner. Exit 0 done, 1 refused, 2 usage.
 """
 import errno
 import hashlib
@@ -145,8 +146,7 @@ def open_parent(root, path):
     flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
     if root is None:
         return os.open(parent or ".", flags), name
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    import inroot  # os-image/inroot.py: openat2 RESOLVE_IN_ROOT
+    from sandbox import inroot  # sandbox/inroot.py: openat2 RESOLVE_IN_ROOT (PYTHONPATH: the checkout)
     rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         return inroot.open_in(rootfd, parent or "/", flags), name

@@ -10,7 +10,7 @@ and finalize writes both stamps. And the base's /usr/bin/getent, which the
 build runs as root (mkosi.postinst, maintainer scripts), tries the build
 host's files through /proc/PID/root of every process it sees, a canary
 under /var/tmp and the checkout's canary, and a device node: mkosi's own
-sandbox shares the host's pid namespace, so before os-image/confine.py it
+sandbox shares the host's pid namespace, so before sandbox/confine.py it
 wrote both. Both canaries keep every file; the checkout keeps every
 tracked file and its owner. (Other sessions edit the checkout meanwhile,
 so its bytes are compared where this build could have written: the

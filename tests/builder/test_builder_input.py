@@ -165,7 +165,7 @@ def test_docker_archive_accepted_with_its_tag_and_digest(tmp_path, debian):
 
 
 # Issue 37, finding 7: a base's bytes reach the operator's terminal escaped
-# (os-image/termsafe.py), never as the escape sequences they are.
+# (sandbox/termsafe.py), never as the escape sequences they are.
 ESCAPED = r"\x1b]0;e2b-owned\x07\x1b[2J\xc2\x9b31m"
 
 

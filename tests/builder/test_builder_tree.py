@@ -1,7 +1,7 @@
 """A base's tree is hostile input (issue 37, findings 3 and 4): the build
 machine works on it as root, outside any chroot, in os-image/builder_base.py
 (before mkosi) and os-image/mkosi.finalize (after the packages). Every such
-operation resolves its paths inside the image root (os-image/inroot.py), so
+operation resolves its paths inside the image root (sandbox/inroot.py), so
 a symlink of the base, absolute or through `..`, cannot aim a removal or a
 write at the build machine's files or the checkout.
 
@@ -28,7 +28,7 @@ import testimages  # noqa: E402
 ROOT = testimages.ROOT
 sys.path.insert(0, str(ROOT / "os-image"))
 import builder_base  # noqa: E402
-import inroot  # noqa: E402
+from sandbox import inroot  # noqa: E402
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def test_finalize_stays_inside_the_root(tmp_path, outside):
 def test_inroot_refusal_names_the_path(tmp_path):
     root = tmp_path / "rootfs"
     root.mkdir()
-    cp = subprocess.run(["/usr/bin/python3", ROOT / "os-image/inroot.py", root, "cat", "etc/nothere"],
-                        capture_output=True, text=True)
+    cp = subprocess.run(["/usr/bin/python3", "-m", "sandbox.inroot", root, "cat", "etc/nothere"],
+                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cp.returncode == 1
     assert cp.stderr == f"inroot: cat {root}/etc/nothere: No such file or directory\n"
 

@@ -1,4 +1,4 @@
-"""os-image/confine.py, on its own (issue 37): what a root process inside
+"""sandbox/confine.py, on its own (issue 37): what a root process inside
 can and cannot do. The end-to-end tests are a real builder build with a
 trojan base (test_builder_hostile.py) and template build commands
 (tests/template/test_template_build.py); these pin each property down in
@@ -10,12 +10,11 @@ import subprocess
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CONFINE = ROOT / "os-image" / "confine.py"
 
 
 def confine(*args, timeout=60):
-    return subprocess.run(["/usr/bin/python3", str(CONFINE), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(["/usr/bin/python3", "-m", "sandbox.confine", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def sh(tmp_path, script, *opts):

@@ -48,7 +48,7 @@ def test_pack_again_gives_the_same_digests(built, tmp_path):
               "--epoch", m["source_date_epoch"], "--archives", built.dir / "work/archives.json",
               "--artifacts", built.dir / "work/artifacts.jsonl", "--apt-lists", tmp_path / "no-lists",
               "--meta", tmp_path / "meta.json"],
-             timeout=3600)
+             timeout=3600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cp.returncode == 0, cp.stderr[-4000:]
     again = json.loads((out / "manifest.json").read_text())
     assert again["outputs"] == m["outputs"]

@@ -13,7 +13,7 @@ from contextlib import redirect_stderr
 
 import pytest
 
-from ci_helpers import FLAVOR_DIR, run
+from ci_helpers import FLAVOR_DIR, ROOT, run
 
 TOOL = FLAVOR_DIR / "java-cacerts.py"
 EPOCH = 1700000000  # 2023-11-14 22:13:20 UTC
@@ -57,7 +57,8 @@ def keytool(*args, cwd):
 
 
 def normalise(path, epoch=EPOCH, *extra):
-    return run(["/usr/bin/python3", TOOL, *extra, path], env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)})
+    return run(["/usr/bin/python3", TOOL, *extra, path],
+               env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parents[1] / "os-image"))
+sys.path.insert(0, str(HERE.parents[1]))  # the checkout's packages, also when run outside pytest (tests/boot/vm.py)
 
-import e2b_sdk_venv  # noqa: E402
 import testimages  # noqa: E402
 from harness import BUILD, require_root  # noqa: E402
+from template.e2b import sdk_venv  # noqa: E402
 
 NPM_SRC = HERE / "npm"                 # package.json (exact versions) + package-lock.json (integrity)
 NPM_DIR = BUILD / "npm-e2b"
@@ -69,11 +69,11 @@ def py_sdk() -> pathlib.Path:
     """A venv of /usr/bin/python3 at build/py-sdk with requirements.txt
     installed under --require-hashes, wheels only, no resolver (the file pins
     the whole closure); rebuilt only when requirements.txt changed
-    (os-image/e2b_sdk_venv.py, as the build's own $(build)/e2b-sdk). Returns
+    (template/e2b/sdk_venv.py, as the build's own $(build)/e2b-sdk). Returns
     the venv's python."""
     try:
-        return pathlib.Path(e2b_sdk_venv.ensure(str(PY_DIR), str(REQUIREMENTS), timeout=600))
-    except e2b_sdk_venv.VenvError as e:
+        return pathlib.Path(sdk_venv.ensure(str(PY_DIR), str(REQUIREMENTS), timeout=600))
+    except sdk_venv.VenvError as e:
         pytest.fail(str(e))
 
 

@@ -1,6 +1,6 @@
 """E2B's older template format (e2b.Dockerfile with e2b.toml) and a plain
-Dockerfile: converted by E2B's own Python SDK (os-image/e2b_dockerfile.py in
-the $(build)/e2b-sdk venv, template/sdk-requirements.txt) into the Template
+Dockerfile: converted by E2B's own Python SDK (template/e2b/dockerfile.py in
+the $(build)/e2b-sdk venv, template/e2b/sdk-requirements.txt) into the Template
 JSON build/e2b-template reads with --json. The conversions are checked
 against what E2B's semantics demand (Docker's defaults for the steps, E2B's
 for what follows them, E2B's CLI for e2b.toml), every refusal names the file
@@ -16,13 +16,11 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "os-image"))
-import e2b_sdk_venv  # noqa: E402
 import testimages  # noqa: E402
+from template.e2b import sdk_venv  # noqa: E402
 
 ROOT = testimages.ROOT
 TOOL = ROOT / "build" / "e2b-template"
-CONVERT = ROOT / "os-image" / "e2b_dockerfile.py"
 FLAVORS = "e2b-ci e2b-rt"
 EXAMPLE = testimages.EXAMPLES / "e2b-dockerfile"
 SECRET = "SECRET-OUTSIDE-THE-FOLDER"
@@ -32,8 +30,8 @@ SECRET = "SECRET-OUTSIDE-THE-FOLDER"
 def sdk() -> str:
     """The build's own venv, as template.sh makes it."""
     try:
-        return e2b_sdk_venv.ensure(str(ROOT / "build" / "e2b-sdk"), str(ROOT / "template" / "sdk-requirements.txt"))
-    except e2b_sdk_venv.VenvError as e:
+        return sdk_venv.ensure(str(ROOT / "build" / "e2b-sdk"), str(ROOT / "template" / "e2b" / "sdk-requirements.txt"))
+    except sdk_venv.VenvError as e:
         pytest.fail(str(e))
 
 
@@ -57,8 +55,8 @@ def folder(tmp_path: pathlib.Path, files: dict, name: str = "tpl") -> pathlib.Pa
 def convert(sdk: str, d: pathlib.Path) -> subprocess.CompletedProcess:
     out, meta = d.parent / f"{d.name}.sdk.json", d.parent / f"{d.name}.meta.json"
     out.unlink(missing_ok=True)
-    cp = subprocess.run([sdk, str(CONVERT), "--dir", str(d), "--out", str(out), "--meta", str(meta)],
-                        capture_output=True, text=True, timeout=120)
+    cp = subprocess.run([sdk, "-m", "template.e2b.dockerfile", "--dir", str(d), "--out", str(out), "--meta", str(meta)],
+                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     cp.json = json.loads(out.read_text()) if cp.returncode == 0 else None
     cp.meta = json.loads(meta.read_text()) if cp.returncode == 0 else None
     cp.out = out
@@ -121,9 +119,10 @@ def test_every_instruction_with_docker_and_e2b_meaning(sdk, tmp_path):
     assert form["name"] == "tpl" and form["from"] == {"kind": "flavor", "name": "e2b-rt", "as": "base"}
     assert [s["type"] for s in form["steps"]] == [s["type"] for s in t["steps"]]
     (tmp_path / "normal.json").write_text(n.stdout)
-    st = subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/e2b_stage.py"), "--template",
+    st = subprocess.run(["/usr/bin/python3", "-m", "template.e2b.stage", "--template",
                          str(tmp_path / "normal.json"), str(d), "--tree", str(tmp_path / "tree"),
-                         "--labels", str(tmp_path / "labels.json")], capture_output=True, text=True)
+                         "--labels", str(tmp_path / "labels.json")], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert st.returncode == 0, st.stderr
     assert json.loads((tmp_path / "labels.json").read_text())["ready"] == "command /usr/lib/e2b-template/ready"
     # EXPOSE means nothing in a template: skipped without a word; nothing else was skipped.
@@ -207,7 +206,7 @@ def test_e2b_template_finds_the_format(tmp_path, sdk):
     Dockerfile folder without --json is told how; none lists every file."""
     d = folder(tmp_path, {"e2b.Dockerfile": "FROM e2bdev/base\n"})
     cp = subprocess.run([str(TOOL), "--dir", str(d), "--flavors", FLAVORS], capture_output=True, text=True)
-    assert cp.returncode == 1 and f"{d}/e2b.Dockerfile: a Dockerfile template: os-image/e2b_dockerfile.py" in cp.stderr
+    assert cp.returncode == 1 and f"{d}/e2b.Dockerfile: a Dockerfile template: template/e2b/dockerfile.py" in cp.stderr
     assert "--json FILE" in cp.stderr and f"make template={d}" in cp.stderr
     sdk_json = converted(sdk, d).out
     (d / "e2b.template.json").write_text(sdk_json.read_text())

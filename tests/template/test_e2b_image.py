@@ -27,7 +27,7 @@ import testimages  # noqa: E402
 from registry import tls_registry  # noqa: E402
 
 ROOT = testimages.ROOT
-PULL = ROOT / "os-image" / "e2b_pull.py"
+PULL = ["/usr/bin/python3", "-m", "template.e2b.pull"]  # PYTHONPATH: ROOT
 USER, PASSWORD = "e2b-pull", "s3cret-for-test-only"
 IMAGE_ENV = "E2B_TEST_IMAGE_ENV=from the image config"
 TEMPLATE_PY = """from e2b import Template
@@ -81,9 +81,10 @@ def sdk_template(folder: pathlib.Path, image: str) -> pathlib.Path:
 def pull(r: dict, folder: pathlib.Path, cache: pathlib.Path, ref: str | None = None, auth: bool = True,
          certs: bool = True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "REGISTRY_AUTH_FILE"}
+    env["PYTHONPATH"] = str(ROOT)
     # An auth file that does not exist: skopeo's defaults (root's) are not the test's.
     env["REGISTRY_AUTH_FILE"] = r["auth"] if auth else str(folder / "no-auth.json")
-    cmd = ["/usr/bin/python3", str(PULL), "--ref", ref or r["image"], "--template", str(folder), "--cache", str(cache)]
+    cmd = [*PULL, "--ref", ref or r["image"], "--template", str(folder), "--cache", str(cache)]
     if certs:
         cmd += ["--cert-dir", r["certs"]]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
@@ -161,8 +162,9 @@ def test_a_lock_pins_the_digest_when_the_tag_moves(registry, tmp_path):
 
 def lock_after_build(folder: pathlib.Path, pulled: str, tmp_path: pathlib.Path) -> None:
     (tmp_path / "pulled.json").write_text(pulled)
-    cp = subprocess.run(["/usr/bin/python3", str(PULL), "--write-lock", str(tmp_path / "pulled.json"),
-                         "--template", str(folder)], capture_output=True, text=True)
+    cp = subprocess.run([*PULL, "--write-lock", str(tmp_path / "pulled.json"),
+                         "--template", str(folder)], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cp.returncode == 0 and "pinned to sha256:" in cp.stderr and "e2b.template.lock" in cp.stderr, cp.stderr
 
 

@@ -1,7 +1,7 @@
 """E2B's Template JSON, read before anything is built: JSON written by E2B's
 own SDKs (Python `e2b` from PyPI, JS `e2b` from npm, the versions
 tests/sdk pins) is read by build/e2b-template and staged by
-os-image/e2b_stage.py, whose filesHash check must agree with both SDKs on
+template/e2b/stage.py, whose filesHash check must agree with both SDKs on
 every shape of COPY source (a file, a directory, a glob, `.`, a symlink,
 .dockerignore); and every bad input is refused naming the step, its type
 and what to do, before mkosi runs."""
@@ -74,7 +74,7 @@ def js_json(folder: pathlib.Path, body: str) -> dict:
 
 
 def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path) -> subprocess.CompletedProcess:
-    """build/e2b-template, then os-image/e2b_stage.py, as template.sh runs them."""
+    """build/e2b-template, then template/e2b/stage.py, as template.sh runs them."""
     (folder / "e2b.template.json").write_text(json.dumps(template))
     cp = subprocess.run([str(TOOL), "--dir", str(folder), "--flavors", FLAVORS], capture_output=True, text=True)
     if cp.returncode != 0:
@@ -82,9 +82,9 @@ def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path) -> subprocess
     normal = tmp / "normal.json"
     normal.write_text(cp.stdout)
     shutil.rmtree(tmp / "tree", ignore_errors=True)
-    return subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/e2b_stage.py"), "--template", str(normal),
+    return subprocess.run(["/usr/bin/python3", "-m", "template.e2b.stage", "--template", str(normal),
                            str(folder), "--tree", str(tmp / "tree"), "--labels", str(tmp / "labels.json")],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 @pytest.mark.parametrize("sdk", ["python", "js"])

@@ -2,7 +2,7 @@
 real builds on e2b-rt (warm, as the example's) that take unchanged steps'
 layers from the cache and give the bytes a build without it gives; force;
 layers a step forges, which are not kept; then the host half's rules
-(os-image/e2b_step_cache.py) without a build: the keys, the log's vouching,
+(template/e2b/step_cache.py) without a build: the keys, the log's vouching,
 the copy and the cap."""
 import copy
 import hashlib
@@ -16,10 +16,9 @@ import time
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "os-image"))
 import e2b_example  # noqa: E402
-import e2b_step_cache  # noqa: E402
 import testimages  # noqa: E402
+from template.e2b import step_cache  # noqa: E402
 
 from_cache = ": from the step cache"
 
@@ -148,31 +147,31 @@ def steps() -> list:
 
 
 def test_the_keys_chain_and_force_runs_from_its_step_on(tmp_path):
-    keys = e2b_step_cache.chain_keys(staged(tmp_path, steps()))
+    keys = step_cache.chain_keys(staged(tmp_path, steps()))
     assert len({k for k, _ in keys}) == 3 and not any(f for _, f in keys)
     other = [dict(s) for s in STEPS]
     other[2] = {"type": "RUN", "args": ["c"]}
-    changed = e2b_step_cache.chain_keys(staged(tmp_path, other))
+    changed = step_cache.chain_keys(staged(tmp_path, other))
     assert changed[:2] == keys[:2] and changed[2] != keys[2]
     # A COPY's files are in its key and every key after it.
     cfg = staged(tmp_path, steps())
     (pathlib.Path(cfg["tree"]) / "usr/lib/e2b-template-build/copy/t/0000/f").write_text("two\n")
-    files = e2b_step_cache.chain_keys(cfg)
+    files = step_cache.chain_keys(cfg)
     assert files[0] == keys[0] and files[1] != keys[1] and files[2] != keys[2]
     # Another folder or another base: no key in common.
     for kw in ({"scope": "/other"}, {"base": "flavor:e2b-ci"}):
-        assert not {k for k, _ in keys} & {k for k, _ in e2b_step_cache.chain_keys(
+        assert not {k for k, _ in keys} & {k for k, _ in step_cache.chain_keys(
             staged(tmp_path, steps(), **kw))}
     forced = [dict(s) for s in STEPS]
     forced[1] = dict(forced[1], force=True)
-    assert [f for _, f in e2b_step_cache.chain_keys(staged(tmp_path, forced))] == [False, True, True]
-    assert [f for _, f in e2b_step_cache.chain_keys(staged(tmp_path, steps(), force=True))] \
+    assert [f for _, f in step_cache.chain_keys(staged(tmp_path, forced))] == [False, True, True]
+    assert [f for _, f in step_cache.chain_keys(staged(tmp_path, steps(), force=True))] \
         == [True, True, True]
 
 
 def test_store_keeps_only_what_the_log_vouches_for(tmp_path):
     cfg = staged(tmp_path, steps())
-    e2b_step_cache.stage(cfg, str(tmp_path / "first"))   # the keys, for store; nothing in the cache yet
+    step_cache.stage(cfg, str(tmp_path / "first"))   # the keys, for store; nothing in the cache yet
     assert os.listdir(tmp_path / "first") == []
     made = tmp_path / "made"
     made.mkdir()
@@ -187,8 +186,8 @@ def test_store_keeps_only_what_the_log_vouches_for(tmp_path):
     (made / "0003.tar").write_bytes(b"changed after")
     log = tmp_path / "log"
     log.write_text("noise\n" + "\n".join(lines) + "\n")
-    assert e2b_step_cache.store(cfg, str(made), str(log)) == 0
-    keys = [k for k, _ in e2b_step_cache.chain_keys(cfg)]
+    assert step_cache.store(cfg, str(made), str(log)) == 0
+    keys = [k for k, _ in step_cache.chain_keys(cfg)]
     cache = pathlib.Path(cfg["cache"])
     assert sorted(p.name for p in cache.iterdir()) == [keys[0]]
     assert (cache / keys[0] / "layer.tar").read_bytes() == b"tar 1"
@@ -196,13 +195,13 @@ def test_store_keeps_only_what_the_log_vouches_for(tmp_path):
     (made / "0001.tar").unlink()
     (made / "0001.tar").symlink_to(made / "0002.tar")
     shutil.rmtree(cache)
-    assert e2b_step_cache.store(cfg, str(made), str(log)) == 0
+    assert step_cache.store(cfg, str(made), str(log)) == 0
     assert not [p for p in cache.iterdir() if not p.name.startswith(".")]
     # stage: the first layers, up to the first missing.
     (made / "0001.tar").unlink()
     (made / "0001.tar").write_bytes(b"tar 1")
-    e2b_step_cache.store(cfg, str(made), str(log))
-    e2b_step_cache.stage(cfg, str(tmp_path / "staged"))
+    step_cache.store(cfg, str(made), str(log))
+    step_cache.stage(cfg, str(tmp_path / "staged"))
     assert sorted(os.listdir(tmp_path / "staged")) == ["0001.json", "0001.tar"]
 
 
@@ -213,7 +212,7 @@ def test_the_cap_removes_the_least_recently_used(tmp_path):
         (cache / key / "layer.tar").write_bytes(b"x" * (600 << 10))
         os.utime(cache / key, (time.time() - 100 + i, time.time() - 100 + i))
     os.utime(cache / ("a" * 64))   # used last
-    left = e2b_step_cache.prune(str(cache), 1)
+    left = step_cache.prune(str(cache), 1)
     assert sorted(p.name for p in cache.iterdir()) == ["a" * 64] and left == 600 << 10
 
 

@@ -5,6 +5,7 @@ accept as they are, and which fetch from the network, unpinned. It is a
 report, printed, and a check that it stays true; it does not pretend that
 upstream's template reproduces."""
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -68,9 +69,10 @@ def test_our_reader_and_staging_accept_every_step(upstream, tmp_path):
     assert len(normal["steps"]) == len(t["steps"]) >= 25
     assert normal["from"] == {"kind": "image", "ref": t["fromImage"]}
     (tmp_path / "normal.json").write_text(cp.stdout)
-    cp = subprocess.run(["/usr/bin/python3", str(ROOT / "os-image/e2b_stage.py"), "--template",
+    cp = subprocess.run(["/usr/bin/python3", "-m", "template.e2b.stage", "--template",
                          str(tmp_path / "normal.json"), str(folder), "--tree", str(tmp_path / "tree"),
-                         "--labels", str(tmp_path / "labels.json")], capture_output=True, text=True)
+                         "--labels", str(tmp_path / "labels.json")], capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cp.returncode == 0, cp.stderr  # every COPY's files hash as the SDK hashed them
 
 

@@ -111,7 +111,7 @@ def test_build_command_cannot_unguard(tmp_path, web):
 
 
 # Issue 37, finding 5: each a way a build command changed how the guard or
-# envd start, which the record (os-image/guard_record.py) did not cover
+# envd start, which the record (sandbox/guard_record.py) did not cover
 # before; one build, every one named with its rule.
 UNGUARDS = {
     "mkdir -p /usr/local/lib/systemd/system/envd-guard.service.d && "
@@ -155,7 +155,7 @@ def test_build_command_cannot_rewrite_the_record_or_forge_its_line(tmp_path, web
 
 def test_build_command_output_is_escaped(tmp_path, web):
     """Issue 37, finding 7: what a build command prints (here a window-title
-    escape and a bell) reaches the build log escaped (os-image/termsafe.py),
+    escape and a bell) reaches the build log escaped (sandbox/termsafe.py),
     in mkosi's output and in the failure's last lines alike."""
     err = failed_build(tmp_path, "run = printf 'evil \\033]0;owned\\007 done\\n'; exit 3\n", web)
     assert "template:   evil \\x1b]0;owned\\x07 done" in err, err[-3000:]
@@ -168,7 +168,7 @@ def test_build_commands_cannot_reach_the_build_host(tmp_path, web):
     namespace, so /proc/PID/root of any host process was the build host's
     whole file system, and /work/src the checkout, writable (now an overlay
     whose changes are dropped). With mkosi
-    confined (os-image/confine.py), the commands try both, and a device
+    confined (sandbox/confine.py), the commands try both, and a device
     node, and the build succeeds having changed nothing: a
     canary on the host (under /var/tmp, outside every mount the build
     has), one in the checkout (reached as /work/src/… and through

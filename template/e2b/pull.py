@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """fromImage: an E2B template's registry base, pulled into the cache and
-pinned by digest (os-image/template.sh, before anything is built).
+pinned by digest (template/template.sh, before anything is built).
 
-    e2b_pull.py --ref REF --template DIR --cache DIR [--cert-dir D] [--registry-auth TYPE]
+    python3 -m template.e2b.pull --ref REF --template DIR --cache DIR [--cert-dir D] [--registry-auth TYPE]
 
 REF is the Template JSON's fromImage as the SDK wrote it: `python:3.13`,
 `registry:5000/team/app:1`, `name@sha256:...`.
@@ -31,7 +31,7 @@ and needs no registry.
 
 Prints one JSON object: base (the builder-mode spec, oci:PATH:image), name
 (the repository, as the registry resolved it), digest, env (the image
-config's Env: E2B's steps start with it, os-image/e2b_steps.py).
+config's Env: E2B's steps start with it, template/e2b/steps.py).
 
 Exit 0 ok, 1 refused or failed (one message naming the reference and what to
 do), 2 usage.
@@ -47,8 +47,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from termsafe import escape  # noqa: E402
+from sandbox.termsafe import escape
 
 LOCK = "e2b.template.lock"
 LOCK_MAX = 64 * 1024
@@ -194,7 +193,7 @@ def pull(lock: dict, cache: str, cert_dir: str | None) -> str:
 
 
 def main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_pull.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.pull")
     ap.add_argument("--ref", help="the Template JSON's fromImage")
     ap.add_argument("--template", required=True, help="the template's folder (where its lock is)")
     ap.add_argument("--cache")

@@ -12,7 +12,7 @@
 
 A file may not land where the image's guard, envd or units live, or where
 the dynamic linker is configured: those are not the template's to replace
-(os-image/guard_record.py checks what the build commands did to them).
+(sandbox/guard_record.py checks what the build commands did to them).
 """
 import argparse
 import json
@@ -20,13 +20,12 @@ import os
 import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from guard_record import GUARD_FILES  # noqa: E402
+from sandbox.guard_record import GUARD_FILES
 
 BUILD = "usr/lib/e2b-template-build"
 UNIT = "e2b-template.service"
 # Destinations a template's files may not write, each with its rule: what
-# decides how the guard and envd start (os-image/guard_record.py checks the
+# decides how the guard and envd start (sandbox/guard_record.py checks the
 # same after the build commands; this refuses a file early, by name).
 PROTECTED = (
     ("/etc/e2b/", "the guard's configuration"),
@@ -48,7 +47,7 @@ PROTECTED_FILES = tuple("/" + p for p in GUARD_FILES if p != "etc/e2b") + ("/etc
 
 def unit(t: dict) -> str:
     return f"""# The template {t['name']}'s start command (template.conf `start =`), written by
-# os-image/template_stage.py: as `user`, after envd, restarted by systemd.
+# template/stage.py: as `user`, after envd, restarted by systemd.
 [Unit]
 Description=Template {t['name']}: start command
 After=envd.service network.target
@@ -119,7 +118,7 @@ def stage(t: dict, tree: str, conf: str) -> None:
 
 
 def main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="template_stage.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.stage")
     ap.add_argument("--template", required=True, help="build/e2b-template's JSON")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--conf", default="template.conf", help="the template.conf path, for messages")

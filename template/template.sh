@@ -19,6 +19,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+# The checkout's packages (sandbox/, template/), found through PYTHONPATH,
+# which each command that needs them gets and nothing else does.
+pymod() { PYTHONPATH="$top" "$PYTHON" -m "$@"; }
 die() { echo "template: $*" >&2; exit 1; }
 for v in TEMPLATE OUTROOT FLAVORS TOOLS PYTHON CACHE; do
     [ -n "${!v:-}" ] || die "$v is not set: build through make (os-image/image.mk)"
@@ -55,14 +59,14 @@ e2b_template() {
     local dest=$1 rc=0
     shift
     "$TOOLS/e2b-template" --flavors "$FLAVORS" "$@" > "$dest" 2> "$stage/read.err" || rc=$?
-    "$PYTHON" "$here/termsafe.py" < "$stage/read.err" >&2
+    pymod sandbox.termsafe < "$stage/read.err" >&2
     return $rc
 }
 there() { [ -e "$1/$2" ] || [ -L "$1/$2" ]; }
 # DIR's template, read and checked, as build/e2b-template's normal form in
 # OUT. template.conf and e2b.template.json come first (both: refused); else
 # e2b.toml, e2b.Dockerfile or Dockerfile, converted to E2B's Template JSON
-# by E2B's own SDK (os-image/e2b_dockerfile.py in the $E2B_SDK venv), with
+# by E2B's own SDK (template/e2b/dockerfile.py in the $E2B_SDK venv), with
 # e2b.toml's cpu_count and memory_mb in OUT.meta.
 read_template() {
     local dir=$1 dest=$2 sdk
@@ -70,8 +74,8 @@ read_template() {
         { there "$dir" e2b.toml || there "$dir" e2b.Dockerfile || there "$dir" Dockerfile; }; then
         [ -n "${E2B_SDK:-}" ] && [ -n "${E2B_SDK_REQUIREMENTS:-}" ] ||
             die "E2B_SDK is not set: build through make (os-image/image.mk)"
-        sdk=$("$PYTHON" "$here/e2b_sdk_venv.py" --venv "$E2B_SDK" --requirements "$E2B_SDK_REQUIREMENTS") || return 1
-        "$sdk" "$here/e2b_dockerfile.py" --dir "$dir" --out "$dest.sdk" --meta "$dest.meta" || return 1
+        sdk=$(pymod template.e2b.sdk_venv --venv "$E2B_SDK" --requirements "$E2B_SDK_REQUIREMENTS") || return 1
+        PYTHONPATH="$top" "$sdk" -m template.e2b.dockerfile --dir "$dir" --out "$dest.sdk" --meta "$dest.meta" || return 1
         e2b_template "$dest" --dir "$dir" --json "$dest.sdk"
     else
         e2b_template "$dest" --dir "$dir"
@@ -115,10 +119,10 @@ if [ "$format" = e2b ]; then
         image)
             # A registry image: pulled by digest into the cache and pinned
             # by the lock in the folder of the template that names it
-            # (os-image/e2b_pull.py); then builder mode, as for any base
+            # (template/e2b/pull.py); then builder mode, as for any base
             # of one's own. Its config's Env starts the steps' ENVs.
             pulled=$stage/pulled.json
-            "$PYTHON" "$here/e2b_pull.py" --ref "$(from "$cur" ref)" --template "${chain[1]}" --cache "$CACHE" \
+            pymod template.e2b.pull --ref "$(from "$cur" ref)" --template "${chain[1]}" --cache "$CACHE" \
                 ${CERT_DIR:+--cert-dir "$CERT_DIR"} --registry-auth "$(field_of "$cur" registry_auth)" > "$pulled" || exit 1
             base=$(field_of "$pulled" base)
             BASE_NAME=$(field_of "$pulled" name) BASE_DIGEST=$(field_of "$pulled" digest) lockdir=${chain[1]}
@@ -129,7 +133,7 @@ else
 fi
 [ -z "${BASE:-}" ] || die "base=$BASE and template=$TEMPLATE together: a template names its base in its template.conf"
 # Builder mode: an image of one's own (a path relative to the template
-# directory, confined to it: builder_base.py --confine) gets e2b-rt's
+# directory, confined to it: os-image/builder_base.py --confine) gets e2b-rt's
 # runtime, then the template on top.
 flavor=$base
 case "$base" in
@@ -144,13 +148,13 @@ esac
 # build commands applied by template.postinst), the env, the start unit.
 tree=$stage/tree
 if [ "$format" = e2b ]; then
-    # Its steps run in template.postinst (os-image/e2b_steps.py); RUN steps
+    # Its steps run in template.postinst (template/e2b/steps.py); RUN steps
     # have the network, as on E2B (apt_install, pip_install).
     targs=()
     for ((i = 0; i < ${#chain[@]}; i += 2)); do targs+=(--template "${chain[i]}" "${chain[i + 1]}"); done
     meta=()
     [ ! -f "$stage/template.json.meta" ] || meta=(--meta "$stage/template.json.meta")
-    "$PYTHON" "$here/e2b_stage.py" "${targs[@]}" "${meta[@]}" ${pulled:+--base-env "$pulled"} --tree "$tree" --labels "$stage/labels.json" || exit 1
+    pymod template.e2b.stage "${targs[@]}" "${meta[@]}" ${pulled:+--base-env "$pulled"} --tree "$tree" --labels "$stage/labels.json" || exit 1
     json=$stage/labels.json
     # What `make repro` cannot promise: RUN steps fetch from the network
     # (apt_install, pip_install, curl), and what they fetch is not pinned.
@@ -159,20 +163,20 @@ t = json.load(open(sys.argv[1]))
 print(" ".join("%s:%d" % (x["name"], s["index"]) for x in t["templates"] for s in x["steps"] if s["type"] == "RUN"))' \
         "$tree/usr/lib/e2b-template-build/steps.json")
     [ -z "$runs" ] || export REPRO_UNPINNED="the RUN steps (template:index) $runs have the network, as on E2B; what they fetch is not pinned by this build, so the two builds can differ where they wrote"
-    # The step cache (os-image/e2b_step_cache.py): the layers of the steps
+    # The step cache (template/e2b/step_cache.py): the layers of the steps
     # this template ran before, on the same base, staged read-only for
     # template.postinst; build.sh keeps the new ones. Not for `make repro`,
     # whose two builds run every step.
     if [ "${STEP_CACHE_ON:-1}" = 1 ] && [ "${REPRO:-0}" != 1 ]; then
         STEP_CACHE=$stage/step-cache.json
-        "$PYTHON" "$here/e2b_step_cache.py" stage --steps "$tree/usr/lib/e2b-template-build/steps.json" \
+        pymod template.e2b.step_cache stage --steps "$tree/usr/lib/e2b-template-build/steps.json" \
             --tree "$tree" --scope "$TEMPLATE" --cache "$CACHE/e2b-steps" --max-mb "${STEP_CACHE_MAX_MB:-4096}" \
             --base-id "${BASE_DIGEST:-flavor:$base} ${DISTRO:-} ${RELEASE:-} ${KERNELS:-} ${PYDEPS:-}" \
             --config "$STEP_CACHE" --out "$stage/step-cache" || exit 1
         export STEP_CACHE
     fi
 else
-    "$PYTHON" "$here/template_stage.py" --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
+    pymod template.stage --template "$json" --tree "$tree" --conf "$TEMPLATE/template.conf" || exit 1
 fi
 
 if [ "${REPRO:-0}" = 1 ]; then out=$OUTROOT/repro/$name; else out=$OUTROOT/$name; fi
@@ -186,12 +190,12 @@ if [ "$format" = e2b ]; then
 else
     for p in $(field packages); do args+=(--volatile-package "$p"); done
 fi
-echo "template: $name on $("$PYTHON" "$here/termsafe.py" "$base") -> $out" >&2
+echo "template: $name on $(pymod sandbox.termsafe "$base") -> $out" >&2
 export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
-    bash "$here/repro.sh" || exit 1
+    bash "$top/os-image/repro.sh" || exit 1
 else
-    bash "$here/build.sh" || exit 1
+    bash "$top/os-image/build.sh" || exit 1
 fi
 # A tag resolved by this build is pinned only once the build succeeded.
-[ -z "$pulled" ] || "$PYTHON" "$here/e2b_pull.py" --write-lock "$pulled" --template "$lockdir"
+[ -z "$pulled" ] || pymod template.e2b.pull --write-lock "$pulled" --template "$lockdir"

@@ -5,9 +5,9 @@ the whole closure, wheels only, no resolver), made again only when the
 file's sha256 differs from the one the venv was made from (its stamp,
 VENV/requirements.sha256, written last). Used for $(build)/e2b-sdk, E2B's
 Python SDK for the Dockerfile formats (template/template.mk,
-os-image/template.sh), and by tests/sdk for build/py-sdk.
+template/template.sh), and by tests/sdk for build/py-sdk.
 
-  e2b_sdk_venv.py --requirements FILE --venv DIR      prints DIR/bin/python
+  python3 -m template.e2b.sdk_venv --requirements FILE --venv DIR      prints DIR/bin/python
 
 pip reaches its index through the machine's pip configuration
 (PIP_INDEX_URL, /etc/pip.conf); no index is named here. Two builds at once
@@ -19,6 +19,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+from sandbox.termsafe import escape
 
 
 class VenvError(Exception):
@@ -80,12 +82,10 @@ def ensure(venv: str, requirements: str, timeout: int = 900) -> str:
 
 
 def main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_sdk_venv.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.sdk_venv")
     ap.add_argument("--requirements", required=True)
     ap.add_argument("--venv", required=True)
     a = ap.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from termsafe import escape
     try:
         print(ensure(a.venv, a.requirements))
     except VenvError as e:

@@ -3,12 +3,12 @@
 DIR/e2b.template.json) as a mkosi extra tree, on the build machine, before
 mkosi runs:
 
-  usr/lib/e2b-template-build/steps.json     the steps, for os-image/e2b_steps.py (template.postinst)
+  usr/lib/e2b-template-build/steps.json     the steps, for template/e2b/steps.py (template.postinst)
   usr/lib/e2b-template-build/copy/NAME/NNN/ step NNN's files (a COPY) of template NAME, as the SDK's upload has them
   usr/lib/systemd/system/e2b-template.service, its preset   when there is a start command
 
 Every COPY's files are read from DIR as the SDK reads them and must hash to
-the step's filesHash (os-image/e2b_copy.py). Also writes --labels: the
+the step's filesHash (template/e2b/copyfiles.py). Also writes --labels: the
 template's name and ready check for os-image/labels.py, in the keys
 build/e2b-template gives a template.conf template.
 """
@@ -17,10 +17,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2b_copy  # noqa: E402
-from termsafe import escape  # noqa: E402
-from template_stage import BUILD, UNIT, protected, write  # noqa: E402
+from sandbox.termsafe import escape
+from template.e2b import copyfiles
+from template.stage import BUILD, UNIT, protected, write
 
 # E2B polls the ready command every 2 s for 10 minutes; without one, a start
 # command gets 20 s (its GetDefaultReadyCommand).
@@ -30,8 +29,8 @@ DEFAULT_READY = "sleep 20"
 
 def unit(name: str) -> str:
     return f"""# The template {name}'s start command (E2B's startCmd), written by
-# os-image/e2b_stage.py. E2B starts it once, after envd, and does not restart
-# it; /usr/lib/e2b-template/start (os-image/e2b_steps.py) runs it as the
+# template/e2b/stage.py. E2B starts it once, after envd, and does not restart
+# it; /usr/lib/e2b-template/start (template/e2b/steps.py) runs it as the
 # user, in the workdir and with the ENVs the steps left.
 [Unit]
 Description=Template {name}: start command
@@ -50,7 +49,7 @@ WantedBy=multi-user.target
 def stage_one(t: dict, folder: str, tree: str) -> dict:
     """One template's steps, its COPY files checked and staged."""
     folder = os.path.realpath(folder)
-    ignore = e2b_copy.IgnoreMatcher.of_folder(folder)
+    ignore = copyfiles.IgnoreMatcher.of_folder(folder)
     steps = []
     for step in t["steps"]:
         step = dict(step)
@@ -58,11 +57,11 @@ def stage_one(t: dict, folder: str, tree: str) -> dict:
             dest = step["args"][1]
             rule = protected(dest) if dest.startswith("/") else None
             if rule and not dest.startswith(("/etc/systemd/", "/usr/lib/systemd/", "/lib/systemd/")):
-                raise e2b_copy.CopyError(f"step {step['index']}: COPY to {dest}: it belongs to the image's guard, "
+                raise copyfiles.CopyError(f"step {step['index']}: COPY to {dest}: it belongs to the image's guard, "
                                          f"envd or units ({rule}) and is not a template's to replace")
-            rels, step["resolveSymlinks"] = e2b_copy.read_step(folder, step, ignore)
+            rels, step["resolveSymlinks"] = copyfiles.read_step(folder, step, ignore)
             n = f"{t['name']}/{step['index']:04d}"
-            entry = e2b_copy.stage_step(folder, step, rels, os.path.join(tree, BUILD.lstrip("/"), "copy", n))
+            entry = copyfiles.stage_step(folder, step, rels, os.path.join(tree, BUILD.lstrip("/"), "copy", n))
             step["staged"] = "/" + os.path.relpath(entry, tree)
         steps.append(step)
     start = None
@@ -79,16 +78,16 @@ def stage(chain: list, tree: str, env: dict | None = None, meta: dict | None = N
     USER reset to `user`, and the last start/ready pair set is the one.
     ENV: the ENVs the first steps start with (a fromImage base's config Env,
     as E2B's build takes it).
-    META: a Dockerfile template's e2b.toml values (os-image/e2b_dockerfile.py
+    META: a Dockerfile template's e2b.toml values (template/e2b/dockerfile.py
     --meta), its cpu_count and memory_mb the sandbox's vcpu and memory_mb."""
     templates = []
     for t, folder in chain:
         try:
             templates.append(stage_one(t, folder, tree))
-        except e2b_copy.CopyError as e:
+        except copyfiles.CopyError as e:
             what = f"{folder}/e2b.template.json" if os.path.lexists(os.path.join(folder, "e2b.template.json")) \
                 else f"{folder} (its Dockerfile's Template JSON)"
-            raise e2b_copy.CopyError(f"{what}: {e}") from None
+            raise copyfiles.CopyError(f"{what}: {e}") from None
     write(tree, f"{BUILD.lstrip('/')}/steps.json", json.dumps({"templates": templates, "env": env or {}}, indent=1) + "\n")
     start = next((t["start"] for t in reversed(templates) if t["start"]), None)
     name = chain[-1][0]["name"]
@@ -104,14 +103,14 @@ def stage(chain: list, tree: str, env: dict | None = None, meta: dict | None = N
 
 
 def main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_stage.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.stage")
     ap.add_argument("--template", action="append", required=True, nargs=2, metavar=("JSON", "FOLDER"),
                     help="build/e2b-template's normal form and the template's folder (COPY sources); "
                          "repeated for a chain of templates, its base first")
-    ap.add_argument("--base-env", metavar="JSON", help="os-image/e2b_pull.py's output: its env starts the steps' ENVs")
+    ap.add_argument("--base-env", metavar="JSON", help="template/e2b/pull.py's output: its env starts the steps' ENVs")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--labels", required=True, help="where the label inputs go")
-    ap.add_argument("--meta", help="the template's e2b.toml values (os-image/e2b_dockerfile.py --meta)")
+    ap.add_argument("--meta", help="the template's e2b.toml values (template/e2b/dockerfile.py --meta)")
     a = ap.parse_args(argv)
     chain = []
     for path, folder in a.template:
@@ -127,7 +126,7 @@ def main(argv) -> int:
             with open(a.meta, encoding="utf-8") as f:
                 meta = json.load(f)
         labels = stage(chain, a.tree, env, meta)
-    except (e2b_copy.CopyError, OSError) as e:
+    except (copyfiles.CopyError, OSError) as e:
         print(escape(f"template: {e}"), file=sys.stderr)
         return 1
     with open(a.labels, "w", encoding="utf-8") as f:

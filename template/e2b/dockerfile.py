@@ -3,11 +3,11 @@
 Dockerfile, converted to E2B's Template JSON by E2B's own Python SDK
 (`Template(file_context_path=DIR).from_dockerfile(...)`, its parser
 e2b/template/dockerfile_parser.py on e2b_dockerfile_utils), so the reader
-(build/e2b-template --json) and the stager (e2b_stage.py) take it as they
+(build/e2b-template --json) and the stager (template/e2b/stage.py) take it as they
 take an e2b.template.json. Runs with $(build)/e2b-sdk's python
-(template/sdk-requirements.txt), from os-image/template.sh:
+(template/e2b/sdk-requirements.txt), from template/template.sh:
 
-  e2b_dockerfile.py --dir DIR --out FILE [--meta FILE]
+  python3 -m template.e2b.dockerfile --dir DIR --out FILE [--meta FILE]
 
 FILE: exactly what `Template.to_json` writes, with e2b.toml's start_cmd and
 ready_cmd applied as E2B's CLI `e2b template migrate` applies them, and
@@ -21,7 +21,7 @@ e2b.Dockerfile), a path inside DIR; without, DIR/e2b.Dockerfile, else
 DIR/Dockerfile. The folder is hostile input: every file is opened without
 following a symlink out of DIR and must be a regular file; the SDK is handed
 the Dockerfile's text, never a path, and its COPY sources are checked
-inside DIR before it hashes them; what it prints is escaped (termsafe.py).
+inside DIR before it hashes them; what it prints is escaped (sandbox/termsafe.py).
 Exit 1 with one message naming the file and what to do."""
 import argparse
 import contextlib
@@ -33,9 +33,8 @@ import stat
 import sys
 import tomllib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2b_copy  # noqa: E402
-from termsafe import escape  # noqa: E402
+from sandbox.termsafe import escape
+from template.e2b import copyfiles
 
 MAX_DOCKERFILE = 1 << 20
 MAX_TOML = 256 << 10
@@ -137,7 +136,7 @@ def which_dockerfile(folder: str, conf) -> str:
 def check_copies(folder: str, template, dockerfile: str) -> None:
     """Each COPY source inside the folder before the SDK hashes it: the hash
     of a file outside it would carry that file's content into the JSON."""
-    ignore = e2b_copy.IgnoreMatcher.of_folder(folder)
+    ignore = copyfiles.IgnoreMatcher.of_folder(folder)
     from e2b.template.consts import RESOLVE_SYMLINKS
     for i in template._instructions:
         if str(getattr(i["type"], "value", i["type"])) != "COPY":
@@ -147,12 +146,12 @@ def check_copies(folder: str, template, dockerfile: str) -> None:
         if src.startswith("/") or ".." in src.split("/"):
             raise Refused(f"{what}: the source is outside the template's folder (absolute, or with '..'); "
                           f"copy the file into {folder} and name it relative to it")
-        rels = e2b_copy.list_files(folder, src, ignore)
+        rels = copyfiles.list_files(folder, src, ignore)
         if not rels:
             raise Refused(f"{what}: no file of the template's folder matches it (less .dockerignore's); "
                           f"add the file or fix the source")
         resolve = i.get("resolveSymlinks")
-        e2b_copy.check_inside(folder, rels, RESOLVE_SYMLINKS if resolve is None else resolve, what)
+        copyfiles.check_inside(folder, rels, RESOLVE_SYMLINKS if resolve is None else resolve, what)
 
 
 def convert(folder: str) -> tuple:
@@ -176,7 +175,7 @@ def convert(folder: str) -> tuple:
     # file of the build machine); it gets the text we read, always as text.
     if not hasattr(dockerfile_parser, "_read_dockerfile"):
         raise Refused(f"{dockerfile_parser.__file__}: this SDK has no _read_dockerfile; "
-                      f"template/sdk-requirements.txt pins the one e2b_dockerfile.py was written for")
+                      f"template/e2b/sdk-requirements.txt pins the one template/e2b/dockerfile.py was written for")
     dockerfile_parser._read_dockerfile = lambda content: content
     said = io.StringIO()
     try:
@@ -207,7 +206,7 @@ def convert(folder: str) -> tuple:
 
 
 def main(argv) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_dockerfile.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.dockerfile")
     ap.add_argument("--dir", required=True, help="the template's folder")
     ap.add_argument("--out", required=True, help="where the Template JSON goes")
     ap.add_argument("--meta", help="where e2b.toml's cpu_count and memory_mb go (JSON)")
@@ -217,7 +216,7 @@ def main(argv) -> int:
         if not os.path.isdir(folder):
             raise Refused(f"template={a.dir}: not a directory")
         out, meta = convert(folder)
-    except (Refused, e2b_copy.CopyError) as e:
+    except (Refused, copyfiles.CopyError) as e:
         print(escape(f"template: {e}"), file=sys.stderr)
         return 1
     files = [(a.out, out)] + ([(a.meta, json.dumps(meta, indent=1))] if a.meta else [])

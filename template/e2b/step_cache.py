@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """The step cache of E2B templates, on the build host (template/README.md,
-"The step cache"). os-image/template.sh stages it before mkosi and
-os-image/build.sh stores what the build made after; os-image/e2b_layers.py
+"The step cache"). template/template.sh stages it before mkosi and
+os-image/build.sh stores what the build made after; template/e2b/layers.py
 is its half inside the build.
 
-    e2b_step_cache.py stage --steps STEPS --tree TREE --scope DIR --base-id ID
-                            --cache DIR --max-mb N --config CONFIG --out DIR
-    e2b_step_cache.py store --config CONFIG --made DIR --log LOG
+    python3 -m template.e2b.step_cache stage --steps STEPS --tree TREE --scope DIR --base-id ID
+                                             --cache DIR --max-mb N --config CONFIG --out DIR
+    python3 -m template.e2b.step_cache store --config CONFIG --made DIR --log LOG
 
 stage's inputs: the staged steps.json and extra tree, the template's folder
 (the keys' scope), what names the base (flavor, distro, release, ...; a
@@ -42,9 +42,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2b_layers import VERSION, content_digest, walk  # noqa: E402
-from termsafe import escape  # noqa: E402
+from sandbox.termsafe import escape
+from template.e2b.layers import VERSION, content_digest, walk
 
 KEY = re.compile(r"[0-9a-f]{64}")
 LINE = re.compile(rb"e2b-step-cache: step (\d{4}) tar=([0-9a-f]{64}) meta=([0-9a-f]{64})\r?")
@@ -201,7 +200,7 @@ def store(cfg: dict, made: str, log: str) -> int:
 
 
 def main(argv: list) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_step_cache.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.step_cache")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stage", help="the cached layers for this build's steps, to DIR")
     s.add_argument("--steps", required=True, help="the staged steps.json")

@@ -26,7 +26,7 @@ It keeps the host's network (apt, and a template's build commands, need it):
 the build host's loopback services are reachable (template/README.md).
 
 Must run as root (it writes the id maps of the namespace it makes).
-Usage: confine.py [--bind|--ro-bind|--overlay PATH]... [--chdir DIR] -- CMD...
+Usage: python3 -m sandbox.confine [--bind|--ro-bind|--overlay PATH]... [--chdir DIR] -- CMD...
 """
 
 import argparse

@@ -3,19 +3,20 @@
 resolved inside that root: openat2(2) with RESOLVE_IN_ROOT, so a symlink in
 the tree (absolute, or with `..`) means what it means in the guest and never
 reaches a file of the build machine. A base image (builder mode) is hostile
-input: builder_base.py works on its unpacked tree with these functions, and
-mkosi.finalize, which runs outside the image's chroot, through this command:
+input: os-image/builder_base.py works on its unpacked tree with these
+functions, and os-image/mkosi.finalize, which runs outside the image's chroot,
+through this command (PYTHONPATH at the checkout's top):
 
-    inroot.py ROOT rm PATH...            remove, recursively (rm -rf); the last part may be a glob
-    inroot.py ROOT empty DIR [KEEP]      remove everything in DIR, dot files too, but KEEP
-    inroot.py ROOT mkdir PATH...         mkdir -p
-    inroot.py ROOT chmod MODE PATH       chmod (octal MODE)
-    inroot.py ROOT cat PATH              the file to stdout
-    inroot.py ROOT write PATH [EPOCH]    stdin to the file (created or truncated; a symlink there is
-                                         replaced); EPOCH: its times
-    inroot.py ROOT edit PATH CMD...      the file through CMD (e.g. sed -E …), written back (as write)
-    inroot.py ROOT prune-links DIR KEEP  remove the symlinks under DIR that lead to no directory, but KEEP
-    inroot.py ROOT hardlink-if-same A B  B becomes a hard link of A when their bytes are the same
+    python3 -m sandbox.inroot ROOT rm PATH...            remove, recursively (rm -rf); the last part may be a glob
+    python3 -m sandbox.inroot ROOT empty DIR [KEEP]      remove everything in DIR, dot files too, but KEEP
+    python3 -m sandbox.inroot ROOT mkdir PATH...         mkdir -p
+    python3 -m sandbox.inroot ROOT chmod MODE PATH       chmod (octal MODE)
+    python3 -m sandbox.inroot ROOT cat PATH              the file to stdout
+    python3 -m sandbox.inroot ROOT write PATH [EPOCH]    stdin to the file (created or truncated; a symlink there is
+                                                         replaced); EPOCH: its times
+    python3 -m sandbox.inroot ROOT edit PATH CMD...      the file through CMD (e.g. sed -E …), written back (as write)
+    python3 -m sandbox.inroot ROOT prune-links DIR KEEP  remove the symlinks under DIR that lead to no directory, but KEEP
+    python3 -m sandbox.inroot ROOT hardlink-if-same A B  B becomes a hard link of A when their bytes are the same
 
 A missing path is no error for rm and empty (like rm -rf), and is for the
 others. Exit 0 ok, 1 an operation failed (one message naming the path), 2 usage.

@@ -7,10 +7,11 @@ applies to a guest's bytes: valid UTF-8 other than a control character
 sequence, bell or carriage return of theirs reaches a terminal, and a
 newline of theirs cannot start a line that looks like the build's own.
 
-    termsafe.py TEXT...      the TEXTs, escaped, joined by blanks, on one line
-    termsafe.py              stdin to stdout, line by line (tabs kept)
+    python3 -m sandbox.termsafe TEXT...      the TEXTs, escaped, joined by blanks, on one line
+    python3 -m sandbox.termsafe              stdin to stdout, line by line (tabs kept)
 
-Python code imports escape() from here; shell scripts run this file.
+Python code imports escape() from here; shell scripts run this module
+(PYTHONPATH at the checkout's top).
 """
 import sys
 

@@ -4,17 +4,17 @@ E2B's build gives them (e2b-dev/infra, packages/orchestrator/pkg/template/
 build/, at envd-v0.6.13; template/README.md, "E2B's Template JSON"), then
 writes how the start and ready commands run.
 
-    e2b_steps.py ROOT STEPS_JSON [--cache-in DIR] [--cache-out DIR]
+    python3 -m template.e2b.steps ROOT STEPS_JSON [--cache-in DIR] [--cache-out DIR]
     (STEPS_JSON: a path in the image, read inside ROOT)
 
 --cache-in: the step cache's layers the host found for these steps
-(os-image/e2b_step_cache.py stage), restored in place of running them;
+(template/e2b/step_cache.py stage), restored in place of running them;
 --cache-out: where each step that runs leaves its layer
-(os-image/e2b_layers.py), for e2b_step_cache.py store.
+(template/e2b/layers.py), for step_cache.py store.
 
-Run by os-image/template.postinst inside mkosi's postinst sandbox, where
+Run by template/template.postinst inside mkosi's postinst sandbox, where
 `mkosi-chroot` runs a command in the image root. STEPS_JSON is what
-os-image/e2b_stage.py staged: {"templates": [{"name", "steps": [...],
+template/e2b/stage.py staged: {"templates": [{"name", "steps": [...],
 "start": {"start_cmd", "ready_cmd"} | null}, ...], "env": {...}}, the base
 first when a template builds on another, with each COPY's files staged in
 the image under /usr/lib/e2b-template-build/copy/NAME/NNN/.
@@ -44,10 +44,9 @@ import sys
 import threading
 from collections import deque
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import inroot  # noqa: E402
-from e2b_layers import LayerError, Layers  # noqa: E402
-from termsafe import escape  # noqa: E402
+from sandbox import inroot
+from sandbox.termsafe import escape
+from template.e2b.layers import LayerError, Layers
 
 BUILD = "/usr/lib/e2b-template-build"
 OUT_DIR = "usr/lib/e2b-template"
@@ -216,7 +215,7 @@ def launcher(ctx: dict, command: str, what: str) -> bytes:
     # The comment names the workdir escaped: a newline in it must not end the comment.
     return (f"#!/bin/sh\n# The template's {what} (E2B's Template JSON), as user {user['name']} in "
             f"{escape(workdir)}:\n"
-            f"# written by os-image/e2b_steps.py after the steps.\n"
+            f"# written by template/e2b/steps.py after the steps.\n"
             f"if [ \"$(id -u)\" = 0 ]; then exec {as_root}; fi\nexec {same}\n").encode()
 
 
@@ -300,7 +299,7 @@ def run_templates(rootfd: int, t: dict, layers: Layers | None = None) -> int:
 
 
 def main(argv: list) -> int:
-    ap = argparse.ArgumentParser(prog="e2b_steps.py")
+    ap = argparse.ArgumentParser(prog="python3 -m template.e2b.steps")
     ap.add_argument("root")
     ap.add_argument("steps", help="the staged steps.json, a path in the image")
     ap.add_argument("--cache-in", help="the step cache's layers staged for this build")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The step cache's half inside the build (template/README.md, "The step
-cache"): os-image/e2b_steps.py, in mkosi's postinst sandbox, records what
+cache"): template/e2b/steps.py, in mkosi's postinst sandbox, records what
 each step changed in the image as a layer, and restores the layers the host
 found for this template's steps instead of running them again.
 
@@ -14,7 +14,7 @@ chain):
              workdir, ENVs), the paths it removed
 
 The sandbox decides nothing about the cache. The keys are the host's
-(os-image/e2b_step_cache.py, from the staged steps and files); a layer is
+(template/e2b/step_cache.py, from the staged steps and files); a layer is
 kept only when the build log has exactly one line for it,
 `e2b-step-cache: step NNNN tar=SHA256 meta=SHA256`, and the files match it.
 A layer is used only when the image before the first step has the digest it
@@ -165,7 +165,7 @@ def restore(in_dir: str, pos: int, meta: dict) -> None:
 
 
 class Layers:
-    """The cache as e2b_steps.py sees it: restore() the staged layers that
+    """The cache as steps.py sees it: restore() the staged layers that
     fit, then start()/done() around each step run, recording its layer.
     A layer that cannot be recorded ends recording (the next ones would
     build on it) and never the build."""

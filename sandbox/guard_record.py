@@ -2,8 +2,8 @@
 """What decides how the guard and envd start, recorded before a template's
 build steps and checked after them (issue 37, finding 5):
 
-    guard_record.py record ROOT UNITS_DIR OUT   the record of ROOT, to OUT (JSON)
-    guard_record.py check ROOT RECORD LOG       ROOT against RECORD, which LOG vouches for
+    python3 -m sandbox.guard_record record ROOT UNITS_DIR OUT   the record of ROOT, to OUT (JSON)
+    python3 -m sandbox.guard_record check ROOT RECORD LOG       ROOT against RECORD, which LOG vouches for
 
 Every path is read inside ROOT (inroot.py: openat2 RESOLVE_IN_ROOT), never
 followed out of it. The record holds, each under the rule it belongs to:
@@ -38,9 +38,8 @@ import stat
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import inroot  # noqa: E402
-from termsafe import escape  # noqa: E402
+from sandbox import inroot
+from sandbox.termsafe import escape
 
 LOG_PREFIX = "e2b-guard-record: sha256="
 GUARD_FILES = ("usr/local/bin/envd", "usr/local/bin/envd-guard", "usr/local/bin/vsock-relay",
