@@ -27,6 +27,7 @@ the build host's loopback services are reachable (template/README.md).
 
 Must run as root (it writes the id maps of the namespace it makes).
 Usage: python3 -m sandbox.confine [--bind|--ro-bind|--overlay PATH]... [--chdir DIR] -- CMD...
+(PYTHONPATH at the checkout's top; the command runs without it)
 """
 
 import argparse
@@ -207,6 +208,9 @@ def child(args, scratch, to_parent, from_parent):
         if cmd == 0:
             try:
                 os.chdir(args.chdir)
+                # PYTHONPATH found this package (python3 -m sandbox.confine);
+                # the command is not ours to extend.
+                os.environ.pop("PYTHONPATH", None)
                 os.execvp(args.command[0], args.command)
             except OSError as e:
                 print(f"confine: {args.command[0]} (in {args.chdir}): {e.strerror}", file=sys.stderr)
