@@ -284,8 +284,8 @@ mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
 # A base image or a template runs code of its own as root inside mkosi (a
 # base's dpkg and maintainer scripts, a template's build commands), and
 # mkosi's own sandbox does not keep root from the host (/proc/PID/root of
-# any host process). So mkosi runs confined (sandbox/confine.py, README.md
-# "The build sandbox"): this build's inputs read-only, mkosi's workspace
+# any host process). So mkosi runs confined (sandbox/confine.py,
+# sandbox/README.md): this build's inputs read-only, mkosi's workspace
 # (its output inside it, see below) the only place it changes, and the checkout and the shared
 # package caches seen through an overlay whose changes are dropped (mkosi
 # makes mount points in the checkout for a flavor's extra build sources; a

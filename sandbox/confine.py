@@ -2,7 +2,7 @@
 """Run a command where a hostile base image or template cannot reach the build host.
 
 os-image/build.sh runs mkosi through this for builder mode and templates
-(os-image/README.md, "The build sandbox"). mkosi runs what such an input
+(sandbox/README.md). mkosi runs what such an input
 controls (a base's dpkg and maintainer scripts, a template's build commands)
 as root in its own bwrap sandbox, which shares the host's pid namespace: a
 root process there reaches the host's files through /proc/PID/root, and may
