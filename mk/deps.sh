@@ -38,7 +38,8 @@ pkgs_test="python3 python3-pytest python3-packaging python3-botocore
 # builder-mode tests' own base image (debootstrap).
 pkgs_image="kmod e2fsprogs bubblewrap debian-archive-keyring zstd
   skopeo umoci qemu-system-x86 qemu-utils cpio git rsync fakeroot
-  busybox-static python3-pip python3-packaging binutils debootstrap"
+  busybox-static python3-pip python3-packaging binutils debootstrap
+  slirp4netns"
 
 # libclang-rt-dev is called libclang-rt-14-dev on bookworm.
 [ "$codename" = bookworm ] && pkgs_build=${pkgs_build/libclang-rt-dev/libclang-rt-14-dev}
@@ -95,8 +96,32 @@ npm_deps() {
 # needed, found as os-image/envd-source.sh finds it (mk/find-go.sh).
 go_ok() { bash "$(dirname "$0")/find-go.sh" >/dev/null 2>&1; }
 
+# The build sandbox's ids (sandbox/ids.py): root inside a confined build is
+# one of these, never the host's root. A system user of its own holds a
+# range of 64 slots of 65536 subordinate ids, by default from 2^31 (above
+# what useradd hands out, below 2^32), else after every range already given.
+SUBID_USER=e2b-build SUBID_COUNT=$((64 * 65536))
+sandbox_ids() {
+  getent passwd "$SUBID_USER" >/dev/null ||
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SUBID_USER" ||
+    die "cannot add the system user $SUBID_USER (the build sandbox's subordinate ids)"
+  local f have=1
+  for f in /etc/subuid /etc/subgid; do
+    awk -F: -v u="$SUBID_USER" -v n=65536 '$1 == u && $3 >= n { ok = 1 } END { exit !ok }' "$f" 2>/dev/null || have=0
+  done
+  [ "$have" = 0 ] || return 0
+  local start=2147483648 end
+  end=$(cat /etc/subuid /etc/subgid 2>/dev/null | awk -F: '$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ { e = $2 + $3; if (e > m) m = e } END { print m + 0 }')
+  [ "$end" -le "$start" ] || start=$end
+  [ $((start + SUBID_COUNT)) -le 4294967294 ] || die "no room for $SUBID_COUNT subordinate ids after $start in /etc/subuid, /etc/subgid: give $SUBID_USER a range by hand"
+  say "giving $SUBID_USER the subordinate ids $start-$((start + SUBID_COUNT - 1)) (the build sandbox's)"
+  usermod --add-subuids "$start-$((start + SUBID_COUNT - 1))" --add-subgids "$start-$((start + SUBID_COUNT - 1))" "$SUBID_USER" ||
+    die "usermod --add-subuids for $SUBID_USER failed"
+}
+
 need=$(missing | tr '\n' ' ')
 if [ -z "${need// }" ] && mkosi_ok && go_ok; then
+  sandbox_ids
   npm_deps
   exit 0
 fi
@@ -166,5 +191,6 @@ if ! go_ok; then
   fi
 fi
 go_ok || die "no Go >= 1.21 after install (envd is built from source): install one on PATH"
+sandbox_ids
 npm_deps
 say "done"

@@ -15,6 +15,12 @@
 #   SOURCE_URL (the repository's URL for the OCI source label; empty: none)
 #   TEMPLATE_JSON (set by template/template.sh: a template on FLAVOR, for its labels)
 #   CONFINE_RO (set by template/template.sh: its staging, which confined mkosi reads)
+#   BUILD_SOURCES (set by template/template.sh: "PATH:NAME ..." more build sources, at $SRCDIR/NAME)
+#   (MKOSI_ARGS may name @SRC@/PATH: PATH in the sources mkosi is given, the
+#   sandbox's copy of them for a confined build)
+#   TEMPLATE, TENANT (set by template/template.sh: whose build this is; the package
+#   cache a confined build writes is theirs alone)   SANDBOX_DENY (CIDRs a
+#   confined build may not reach, beyond the host's own addresses)
 #   BASE (builder mode: oci:PATH[:REF] or docker-archive:FILE, an image of one's
 #   own our runtime is installed onto; its os-release sets DISTRO and RELEASE)
 #   BASE_RELATIVE_TO (where a relative BASE path starts; default: the top directory)
@@ -91,6 +97,7 @@ work=$OUT/work
 extra=$work/extra
 ws=
 basework=
+srccopy=
 made_out=0
 [ -e "$OUT" ] || made_out=1
 # A build that stops leaves no half-made work behind (a finished one keeps
@@ -99,13 +106,17 @@ finish() {
     local rc=$?
     [ -z "$ws" ] || rm -rf "$ws"
     [ -z "$basework" ] || rm -rf "$basework"
+    [ -z "$srccopy" ] || rm -rf "$srccopy"
     [ "$rc" = 0 ] || rm -rf "$work"
     # Nor an empty out/<flavor>/ it made itself.
     if [ "$rc" != 0 ] && [ "$made_out" = 1 ]; then rmdir "$OUT" 2>/dev/null || true; fi
 }
 trap finish EXIT
 rm -rf "$work"
-mkdir -p "$work" "$extra" "$CACHE"
+# work/ keeps the image tree mkosi made (setuid programs a template may have
+# planted among them): the build host's other users have no way into it.
+mkdir -p -m 0700 "$work"
+mkdir -p "$extra" "$CACHE"
 
 # 0. Builder mode: the base image is found, inspected, unpacked and checked
 # (apt and dpkg, a Debian release we serve) before anything else; its
@@ -271,44 +282,68 @@ if [ "${PREFLIGHT_ONLY:-0}" = 1 ]; then
 fi
 
 # Sources a flavor's prepare.sh hands to its build scripts: WORK/build-sources/NAME
-# is mounted at $SRCDIR/NAME beside the repository (e2b-ci: zeromq's addon).
-buildsrc=$top
+# is mounted at $SRCDIR/NAME beside the repository (e2b-ci: zeromq's addon);
+# a template's (BUILD_SOURCES, its step cache) likewise.
+extra_src=()
 shopt -s nullglob
-for d in "$work"/build-sources/*/; do d=${d%/}; buildsrc+=",$d:${d##*/}"; done
+for d in "$work"/build-sources/*/; do d=${d%/}; extra_src+=("$d:${d##*/}"); done
 shopt -u nullglob
+for s in ${BUILD_SOURCES:-}; do extra_src+=("$s"); done
 
 # 5. mkosi: packages, guest tools, users, presets. Directory output.
 # mkosi refuses a workspace inside its build sources (the repository).
 ws=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-mkosi.XXXXXX")
 mkdir -p "$CACHE/mkosi/$DISTRO-$RELEASE" "$work/mkosi-out"
+pkgcache=$CACHE/mkosi/$DISTRO-$RELEASE
 # A base image or a template runs code of its own as root inside mkosi (a
-# base's dpkg and maintainer scripts, a template's build commands), and
-# mkosi's own sandbox does not keep root from the host (/proc/PID/root of
-# any host process). So mkosi runs confined (sandbox/confine.py,
-# sandbox/README.md): this build's inputs read-only, mkosi's workspace
-# (its output inside it, see below) the only place it changes, and the checkout and the shared
-# package caches seen through an overlay whose changes are dropped (mkosi
-# makes mount points in the checkout for a flavor's extra build sources; a
-# template cannot poison another build's cache, nor does it fill it).
-# Confined, mkosi writes its output beside its workspace, in the one
-# writable mount: it moves the image from the workspace with rename(2),
-# which does not cross mounts (it would copy the whole tree); build.sh moves
-# it to work/mkosi-out after.
+# base's dpkg and maintainer scripts, a template's build steps). So mkosi
+# runs confined (sandbox/confine.py, sandbox/README.md): as unprivileged
+# host ids, in a network of its own whose way out skips the host, seeing
+# only what is listed here. Read-only: this build's copy of the sources
+# mkosi and its scripts read (never the checkout: not out/, not a template
+# folder), its extra tree, apt configuration, unpacked base and a template's
+# staging. Writable: mkosi's workspace, its output inside it (mkosi moves the
+# image out of the workspace with rename(2), which does not cross mounts),
+# and the package cache of this build's tenant alone. Through an overlay
+# whose changes are dropped: the flavor's cached installation, the image
+# this build starts from. Nothing else of the host, and no other cache.
 confine=()
+buildsrc=$top
+mkosi_dir=$here
 mkosi_out=$work/mkosi-out
 if [ -n "$base_json" ] || [ -n "${TEMPLATE_JSON:-}" ]; then
     mkosi_out=$ws/mkosi-out
     mkdir "$mkosi_out"
-    confine=(env PYTHONPATH="$top" "$py" -m sandbox.confine --overlay "$top" --ro-bind "$pkgmngr" --ro-bind "$extra"
-             --bind "$ws" --overlay "$CACHE/mkosi/$DISTRO-$RELEASE")
+    srccopy=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-images-src.XXXXXX")
+    bash "$top/sandbox/sources.sh" "$top" "$srccopy" "${extra_src[@]##*:}" || die "no copy of the build's sources (see above)"
+    buildsrc=$srccopy
+    mkosi_dir=$srccopy/os-image
+    # The tenant's own package cache (apt's lists seeded from the shared
+    # one, which only flavor builds fill): what it downloads is its own.
+    if [ -n "${TENANT:-}" ]; then scope=tenant:$TENANT
+    elif [ -n "${TEMPLATE:-}" ]; then scope=template:$TEMPLATE
+    else scope=base:$BASE; fi
+    scope=$(printf '%s' "$scope" | sha256sum | cut -c1-32)
+    pkgcache=$CACHE/sandbox-packages/$scope/$DISTRO-$RELEASE
+    if [ ! -d "$pkgcache" ]; then
+        mkdir -p "$pkgcache.new/lib/apt"
+        [ ! -d "$CACHE/mkosi/$DISTRO-$RELEASE/lib/apt/lists" ] ||
+            cp -a "$CACHE/mkosi/$DISTRO-$RELEASE/lib/apt/lists" "$pkgcache.new/lib/apt/"
+        mv "$pkgcache.new" "$pkgcache"
+    fi
+    confine=(env PYTHONPATH="$top" "$py" -m sandbox.confine --ro-bind "$srccopy" --ro-bind "$pkgmngr"
+             --ro-bind "$extra" --bind "$ws" --bind "$pkgcache")
     [ ! -d "$work/build-sources" ] || confine+=(--ro-bind "$work/build-sources")
     [ -z "$basework" ] || confine+=(--ro-bind "$basework")
     [ -z "${inc:-}" ] || confine+=(--overlay "$inc")
-    case "$RECIPES/" in "$top"/*) ;; *) confine+=(--ro-bind "$RECIPES") ;; esac
     for p in ${CONFINE_RO:-}; do confine+=(--ro-bind "$p"); done
-    confine+=(--chdir "$here" --)
+    for c in ${SANDBOX_DENY:-}; do confine+=(--deny "$c"); done
+    confine+=(--chdir "$mkosi_dir" --)
 fi
-(cd "$here" && "${confine[@]}" mkosi \
+for s in "${extra_src[@]}"; do buildsrc+=",$s"; done
+# @SRC@ in MKOSI_ARGS: a path inside the sources mkosi is given (template.sh's scripts).
+MKOSI_ARGS=${MKOSI_ARGS//@SRC@/${buildsrc%%,*}}
+(cd "$mkosi_dir" && "${confine[@]}" mkosi \
     --profile "$FLAVOR" \
     --environment "E2B_CI_PYDEPS=${PYDEPS:-debian}" \
     "${kernel_env[@]}" \
@@ -317,7 +352,7 @@ fi
     --package-manager-tree "$pkgmngr" \
     --extra-tree "$extra" \
     --build-sources "$buildsrc" \
-    --package-cache-dir "$CACHE/mkosi/$DISTRO-$RELEASE" \
+    --package-cache-dir "$pkgcache" \
     --workspace-dir "$ws" \
     --output-dir "$mkosi_out" \
     --output image \

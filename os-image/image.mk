@@ -39,6 +39,10 @@ source_url      ?=
 # oci:PATH[:REF] or docker-archive:FILE (PATH relative to this directory);
 # its os-release sets distro and release (template/README.md, "Builder mode").
 base            ?=
+# Confined builds (builder mode, templates): IPv4 networks their steps may not
+# reach, beyond the host's loopback and own addresses and 169.254.0.0/16
+# (sandbox/README.md), e.g. the build network's private range.
+sandbox_deny    ?=
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
@@ -48,7 +52,7 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' KERNELS='$(kernels)' \
         PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)' \
-        BASE='$(base)' CERT_DIR='$(cert_dir)'
+        BASE='$(base)' CERT_DIR='$(cert_dir)' SANDBOX_DENY='$(sandbox_deny)'
 
 # A template directory (template/README.md): `make template=DIR` builds it on
 # its base flavor into out/<name>/ (template/template.sh).

@@ -35,7 +35,7 @@ done
 [ -x "$TOOLS/e2b-template" ] || die "$TOOLS/e2b-template missing: run \`make tools\` first"
 
 # Set here only, for a fromImage pull (build.sh's labels): never inherited.
-unset BASE_NAME BASE_DIGEST REPRO_UNPINNED STEP_CACHE
+unset BASE_NAME BASE_DIGEST REPRO_UNPINNED STEP_CACHE BUILD_SOURCES
 case "${STEP_CACHE_ON:-1}" in 0|1) ;; *) die "step_cache=${STEP_CACHE_ON}: 1 (use the step cache) or 0 (run every step)" ;; esac
 case "${STEP_CACHE_MAX_MB:-4096}" in
     ''|*[!0-9]*) die "step_cache_max_mb=${STEP_CACHE_MAX_MB}: a whole number of MB (the step cache's cap)" ;;
@@ -182,16 +182,19 @@ fi
 if [ "${REPRO:-0}" = 1 ]; then out=$OUTROOT/repro/$name; else out=$OUTROOT/$name; fi
 [ -e "$out" ] || made_out=1
 mkdir -p "$out"
-args=(--extra-tree "$tree" --postinst-script "$here/template.postinst"
-      --finalize-script "$here/template.finalize")
+# The scripts as the build's own copy of the sources has them (@SRC@:
+# build.sh's copy, what the sandbox sees; never this checkout).
+args=(--extra-tree "$tree" --postinst-script @SRC@/template/template.postinst
+      --finalize-script @SRC@/template/template.finalize)
+BUILD_SOURCES=
 if [ "$format" = e2b ]; then
     args+=(--with-network=yes)
-    [ -z "${STEP_CACHE:-}" ] || args+=(--build-sources "$stage/step-cache:e2b-step-cache")
+    [ -z "${STEP_CACHE:-}" ] || BUILD_SOURCES="$stage/step-cache:e2b-step-cache"
 else
     for p in $(field packages); do args+=(--volatile-package "$p"); done
 fi
 echo "template: $name on $(pymod sandbox.termsafe "$base") -> $out" >&2
-export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
+export FLAVOR=$flavor OUT=$out TEMPLATE_JSON=$json CONFINE_RO=$stage BUILD_SOURCES MKOSI_ARGS="${MKOSI_ARGS:-} ${args[*]}"
 if [ "${REPRO:-0}" = 1 ]; then
     bash "$top/os-image/repro.sh" || exit 1
 else
