@@ -108,6 +108,21 @@ def recv_to_eof(s: socket.socket, chunk: int = 65536, reset_is_eof: bool = False
     return out
 
 
+def read_pty(master: int) -> bytes:
+    """All a pseudo-terminal's master reads until every holder of its
+    slave side is gone (EIO), or, for a master set non-blocking, until
+    nothing more is there now."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except (BlockingIOError, OSError):  # EIO: every holder of the terminal is gone
+            return seen
+        if not chunk:
+            return seen
+        seen += chunk
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
     """SIGTERM, then SIGKILL if it is still there after TIMEOUT; always reaped."""
     if proc.poll() is None:

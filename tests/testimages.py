@@ -301,16 +301,18 @@ def code_interpreter_source() -> str | None:
 
 
 def make(flavor: str, out: pathlib.Path, *args, recipes: pathlib.Path | None = None,
-         cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT, env: dict | None = None) -> subprocess.CompletedProcess:
+         cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT, env: dict | None = None,
+         **popen) -> subprocess.CompletedProcess:
     """`make ARGS flavor=FLAVOR recipes=… out=OUT cache=…` with the session's
-    recipes and pin mirror unless RECIPES is given; the result carries .seconds."""
+    recipes and pin mirror unless RECIPES is given; the result carries .seconds.
+    POPEN: more of subprocess.run's arguments (stdin, pass_fds, ...)."""
     if recipes is None:
         recipes = sources().recipes(flavor)
         args = (*args, *sources().make_args(flavor))
     cmd = ["make", "-C", str(ROOT), "--no-print-directory", *args, f"flavor={flavor}",
            f"recipes={recipes}", f"out={out}", f"cache={cache}"]
     t0 = time.monotonic()
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **popen)
     cp.seconds = time.monotonic() - t0
     return cp
 

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import pin_httpd as httpd  # noqa: E402
-from harness import assert_no_sanitizer_report  # noqa: E402
+from harness import assert_no_sanitizer_report, read_pty  # noqa: E402
 
 ARTIFACT = os.urandom(3 * 1024 * 1024 + 17)  # not a multiple of any buffer size
 SHA = hashlib.sha256(ARTIFACT).hexdigest()
@@ -561,15 +561,7 @@ def test_progress_bar_only_on_a_tty(tools, work, server, quiet):
                               "--output", str(work / "out" / "envd"), "--no-cache", *(["--quiet"] if quiet else [])],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
         os.close(slave)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
+        seen = read_pty(master)
         assert p.wait(timeout=60) == 0, seen
     finally:
         os.close(master)
