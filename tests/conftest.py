@@ -10,10 +10,24 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from harness import release_tools, tools  # noqa: E402,F401  (fixtures)
+from durations import Durations  # noqa: E402
+
+_durations = Durations()
+
+
+def pytest_runtest_logreport(report):
+    _durations.add(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """out/test-durations.txt: the twenty slowest setups and tests (tests/durations.py)."""
+    _durations.write(exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Say which code-interpreter the e2b-ci builds used (tests/testimages.py)."""
+    """Say which code-interpreter the e2b-ci builds used (tests/testimages.py),
+    and where the durations went."""
+    terminalreporter.write_line(f"slowest setups and tests: {_durations.path}")
     import testimages
     source = testimages.code_interpreter_source()
     if source:
