@@ -1,6 +1,7 @@
 """The code-interpreter tree: fetched through pinfetch (unpacked and verified by its tree pin), patched
 per os-image/e2b-ci/PATCHES, laid out for the image; a patch that no longer
 applies stops the build and is named."""
+import json
 import os
 import pathlib
 import py_compile
@@ -83,6 +84,33 @@ def test_patches_apply_to_upstreams_real_tree(tmp_path):
     assert 'in ("abort", "aborted")' in messaging
     assert "anyio.CancelScope(shield=True)" in (server / "e2b_settle.py").read_text()
     assert not list(src.rglob("*.orig")) and not list(src.rglob("*.rej"))
+
+
+def test_an_interrupt_that_raced_the_cells_end_is_spent_on_a_probe(tmp_path):
+    """PATCHES 0008 (issue 49, finding 14): when the client goes away just
+    as its cell ends, the interrupt reaches an idle kernel after the cell's
+    idle status; settle_abandoned then frees the context only once the
+    kernel has answered a probe, on which that late interrupt lands, not on
+    the next request. A cell the interrupt reaches while it runs frees the
+    context at its idle status, with no probe; a cell that had ended is not
+    interrupted. settle_race_cases.py scripts the kernel and context around
+    the patched e2b_settle of upstream's real tree."""
+    archive = upstream_archive()
+    if not archive.is_file():
+        pytest.skip(f"{archive}: absent (a clone without ../shared/upstream)")
+    assert run(["tar", "-xzf", archive, "-C", tmp_path, "--no-same-owner"]).returncode == 0
+    (src,) = tmp_path.iterdir()
+    assert run([FLAVOR_DIR / "apply-patches.sh", src]).returncode == 0
+    cp = run(["/usr/bin/python3", pathlib.Path(__file__).parent / "settle_race_cases.py", src / "template/server"],
+             timeout=60)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    got = json.loads(cp.stdout.partition("SETTLE-RACE ")[2])
+    assert got == {
+        "busy": {"order": ["interrupt reaches the busy cell", "cell idle", "lock released"], "probes_left": 0},
+        "raced": {"order": ["cell idle", "interrupt reaches the idle kernel", "probe sent",
+                            "probe answered (the late interrupt landed on it)", "lock released"], "probes_left": 0},
+        "ended": {"order": ["cell idle", "lock released"], "probes_left": 0},
+    }
 
 
 def test_fixture_says_it_is_a_stand_in():
