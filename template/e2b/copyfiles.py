@@ -245,6 +245,13 @@ def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> tuple:
     Raises CopyError naming the step."""
     src, dest = step["args"][0], step["args"][1]
     what = f"step {step['index']}: COPY {src}"
+    # Nothing outside the folder is listed or read: the directory the source
+    # starts in first, then every listed path, each before its bytes are
+    # hashed (a link to /proc/kmsg or a fifo would hold the build).
+    prefix = static_prefix(src)
+    if prefix not in ("", ".") and not _inside(folder, os.path.realpath(os.path.dirname(os.path.join(folder,
+                                                                                                     prefix)))):
+        raise CopyError(f"{what}: {prefix} is reached through a symlink that leads out of the template's folder")
     rels = list_files(folder, src, ignore)
     if not rels:
         raise CopyError(f"{what}: no files in the template's folder match it (less .dockerignore's); "
@@ -252,13 +259,21 @@ def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> tuple:
     # The JS SDK writes resolveSymlinks; the Python SDK hashes with it but
     # does not write it, so without it both are tried (the hash says which).
     resolves = [step["resolveSymlinks"]] if "resolveSymlinks" in step else [False, True]
+    refused = None
     for js in (False, True):  # the JS listing walks the folder again: only when the Python one fails
         listed = list_files_js(folder, src, ignore) if js else rels
         for resolve in resolves:
-            if listed and files_hash(folder, src, dest, listed, resolve, js) == step["filesHash"]:
+            if not listed:
+                continue
+            try:
                 check_inside(folder, listed, resolve, what)
+            except CopyError as e:
+                refused = refused or e
+                continue
+            if files_hash(folder, src, dest, listed, resolve, js) == step["filesHash"]:
                 return listed, resolve
-    check_inside(folder, rels, resolves[-1], what)
+    if refused:
+        raise refused
     if "e2b.template.json" in rels:
         raise CopyError(f"{what}: its files do not hash to the step's filesHash, and they include "
                         f"e2b.template.json, which the SDK hashed before it was written: add e2b.template.json "

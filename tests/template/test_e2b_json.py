@@ -73,10 +73,11 @@ def js_json(folder: pathlib.Path, body: str) -> dict:
     return json.loads(cp.stdout)
 
 
-def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path) -> subprocess.CompletedProcess:
+def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path, timeout=None) -> subprocess.CompletedProcess:
     """build/e2b-template, then template/e2b/stage.py, as template.sh runs them."""
     (folder / "e2b.template.json").write_text(json.dumps(template))
-    cp = subprocess.run([str(TOOL), "--dir", str(folder), "--flavors", FLAVORS], capture_output=True, text=True)
+    cp = subprocess.run([str(TOOL), "--dir", str(folder), "--flavors", FLAVORS], capture_output=True, text=True,
+                        timeout=timeout)
     if cp.returncode != 0:
         return cp
     normal = tmp / "normal.json"
@@ -84,7 +85,8 @@ def stage(folder: pathlib.Path, template: dict, tmp: pathlib.Path) -> subprocess
     shutil.rmtree(tmp / "tree", ignore_errors=True)
     return subprocess.run(["/usr/bin/python3", "-m", "template.e2b.stage", "--template", str(normal),
                            str(folder), "--tree", str(tmp / "tree"), "--labels", str(tmp / "labels.json")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          timeout=timeout)
 
 
 @pytest.mark.parametrize("sdk", ["python", "js"])
@@ -165,6 +167,29 @@ def test_a_source_through_a_symlink_out_of_the_folder_is_refused(tmp_path):
     t["steps"][0] = {"type": "COPY", "args": ["../outside/secret", "/x", "", ""], "filesHash": "0" * 64}
     cp = stage(d, t, tmp_path)
     assert cp.returncode == 1 and "step 0: COPY: source '../outside/secret'" in cp.stderr, cp.stderr
+
+
+def test_a_source_linked_out_of_the_folder_is_refused_before_it_is_read(tmp_path):
+    """Issue 49, finding 12: the inside-the-folder check runs before a byte
+    is hashed. A COPY source linked to a file outside that a read never
+    finishes (here a 1 TiB sparse file, standing for /proc/kmsg, which
+    blocks) is refused at once, naming the step: resolveSymlinks as the
+    JS SDK writes it, and without it (the Python SDK's JSON, where both
+    readings are tried)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    endless = outside / "endless"
+    with open(endless, "wb") as f:
+        f.truncate(1 << 40)
+    d = tmp_path / "reads"
+    d.mkdir()
+    (d / "kmsg").symlink_to(endless)
+    for extra in ({"resolveSymlinks": True}, {}):
+        t = {"fromTemplate": "base", "steps": [
+            {"type": "COPY", "args": ["kmsg", "/x", "", ""], "filesHash": "0" * 64, **extra}]}
+        cp = stage(d, t, tmp_path, timeout=30)
+        assert cp.returncode == 1, cp.stderr
+        assert "step 0: COPY kmsg: kmsg is a symlink out of the template's folder" in cp.stderr, cp.stderr
 
 
 BAD = [
