@@ -18,7 +18,14 @@ units systemd enables, the Jupyter kernels from the kernelspecs on Jupyter's
 path (kernels()), an E2B template's envd defaults from the context its steps
 left (envd_defaults()). The rest comes from build.sh's meta file (META_KEYS).
 `created` is SOURCE_DATE_EPOCH, so the labels keep builds reproducible.
+
+The tree is a template's or a base's, hostile input: every path in it is
+resolved inside it (sandbox/inroot.py: an absolute symlink means what it
+means in the guest, never a file of the build machine), and a file is read
+only if it is a regular file, up to a bound (a link to a fifo, or to
+/dev/zero, reads nothing).
 """
+import contextlib
 import argparse
 import json
 import os
@@ -35,6 +42,44 @@ OCI = "org.opencontainers.image."
 META_KEYS = ("name", "flavor", "description", "version", "revision", "source", "licenses",
              "base_name", "base_digest", "vcpu", "memory_mb", "ready", "ready_timeout")
 UNIT_DIRS = ("etc/systemd/system", "usr/lib/systemd/system")
+SMALL = 1 << 20   # a unit, a kernelspec, a one-line file
+
+
+@contextlib.contextmanager
+def tree_root(tree: str):
+    """The tree's root directory (not through a link), for inroot."""
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_text(rootfd: int, path: str) -> str:
+    """A small regular file of the tree (inroot.read_regular), as text."""
+    return inroot.read_regular(rootfd, path, SMALL).decode("utf-8", "replace")
+
+
+def listing(rootfd: int, path: str) -> list:
+    """The names in the tree's directory PATH, sorted; [] if it is none."""
+    try:
+        fd = inroot.open_dir(rootfd, path, missing_ok=True)
+    except OSError:
+        return []
+    if fd is None:
+        return []
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def is_regular(rootfd: int, path: str) -> bool:
+    try:
+        os.close(inroot.open_regular(rootfd, path))
+        return True
+    except OSError:
+        return False
 
 
 class LabelError(Exception):
@@ -50,32 +95,31 @@ def read_meta(path: str) -> dict:
     return {k: str(meta[k]) for k in META_KEYS}
 
 
-def envd_version(tree: str) -> str:
-    path = os.path.join(tree, "etc/envd-version")
+def envd_version(rootfd: int, tree: str) -> str:
+    path = "etc/envd-version"
     try:
-        with open(path, encoding="utf-8") as f:
-            v = f.read().strip()
+        v = read_text(rootfd, path).strip()
     except OSError as e:
-        raise LabelError(f"{path}: {e.strerror}: the image has no envd version") from None
+        raise LabelError(f"{tree}/{path}: {e.strerror}: the image has no envd version") from None
     if not v:
-        raise LabelError(f"{path}: empty")
+        raise LabelError(f"{tree}/{path}: empty")
     return v
 
 
-def guarded_ports(tree: str) -> str:
-    path = os.path.join(tree, "etc/e2b/guarded-ports")
+def guarded_ports(rootfd: int, tree: str) -> str:
+    path = "etc/e2b/guarded-ports"
     try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                m = re.fullmatch(r"E2B_GUARDED_PORTS=([0-9,]+)", line.strip())
-                if m:
-                    return m.group(1)
+        text = read_text(rootfd, path)
     except OSError as e:
-        raise LabelError(f"{path}: {e.strerror}: the image has no guarded ports") from None
-    raise LabelError(f"{path}: no E2B_GUARDED_PORTS= line")
+        raise LabelError(f"{tree}/{path}: {e.strerror}: the image has no guarded ports") from None
+    for line in text.splitlines():
+        m = re.fullmatch(r"E2B_GUARDED_PORTS=([0-9,]+)", line.strip())
+        if m:
+            return m.group(1)
+    raise LabelError(f"{tree}/{path}: no E2B_GUARDED_PORTS= line")
 
 
-def _unit_file(tree: str, name: str) -> str | None:
+def _unit_text(rootfd: int, name: str) -> str | None:
     """The file systemd would load for NAME (an instance loads its template)."""
     candidates = [name]
     m = re.fullmatch(r"([^@]+@)[^.]+(\.[a-z]+)", name)
@@ -83,34 +127,34 @@ def _unit_file(tree: str, name: str) -> str | None:
         candidates.append(m.group(1) + m.group(2))
     for d in UNIT_DIRS:
         for c in candidates:
-            p = os.path.join(tree, d, c)
-            if os.path.isfile(p):
-                return p
+            try:
+                return read_text(rootfd, f"{d}/{c}")
+            except OSError:
+                continue
     return None
 
 
-def vsock_ports(tree: str) -> str:
+def vsock_ports(rootfd: int) -> str:
     """Ports of ListenStream=vsock::N in every socket unit enabled in the tree
     (a *.wants/ link under /etc/systemd/system), %i replaced by the instance."""
     ports = set()
-    etc = os.path.join(tree, "etc/systemd/system")
-    for wants in sorted(os.listdir(etc)) if os.path.isdir(etc) else ():
+    etc = "etc/systemd/system"
+    for wants in listing(rootfd, etc):
         if not wants.endswith(".wants"):
             continue
-        for name in sorted(os.listdir(os.path.join(etc, wants))):
+        for name in listing(rootfd, f"{etc}/{wants}"):
             if not name.endswith(".socket"):
                 continue
-            path = _unit_file(tree, name)
-            if path is None:
+            text = _unit_text(rootfd, name)
+            if text is None:
                 continue
             instance = name.split("@", 1)[1].rsplit(".", 1)[0] if "@" in name else ""
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    m = re.fullmatch(r"ListenStream=vsock::(\S+)", line.strip())
-                    if m:
-                        port = m.group(1).replace("%i", instance)
-                        if port.isdigit():
-                            ports.add(int(port))
+            for line in text.splitlines():
+                m = re.fullmatch(r"ListenStream=vsock::(\S+)", line.strip())
+                if m:
+                    port = m.group(1).replace("%i", instance)
+                    if port.isdigit():
+                        ports.add(int(port))
     return ",".join(str(p) for p in sorted(ports))
 
 
@@ -123,15 +167,14 @@ KERNEL_NAMES = {"python3": "python", "javascript": "javascript", "r": "r", "bash
 KERNEL_ORDER = ("python", "javascript", "r", "bash", "java")
 
 
-def kernels(tree: str) -> list:
+def kernels(rootfd: int) -> list:
     """The kernels an e2b-ci tree registers: upstream's, in make_template's
     order, then any other kernelspec (a template's own) by its name, sorted;
     [] for a tree without Jupyter kernels."""
     found, others = set(), set()
     for d in KERNEL_DIRS:
-        path = os.path.join(tree, d)
-        for name in sorted(os.listdir(path)) if os.path.isdir(path) else ():
-            if os.path.isfile(os.path.join(path, name, "kernel.json")):
+        for name in listing(rootfd, d):
+            if is_regular(rootfd, f"{d}/{name}/kernel.json"):
                 if name in KERNEL_NAMES:
                     found.add(KERNEL_NAMES[name])
                 else:
@@ -144,18 +187,17 @@ E2B_CONTEXT = "usr/lib/e2b-template/context.json"
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 
 
-def envd_defaults(tree: str) -> tuple[str, str]:
+def envd_defaults(rootfd: int, tree: str) -> tuple[str, str]:
     """An E2B template's envd default user and workdir (its last USER and
     WORKDIR; no WORKDIR: none, the user's home), as E2B's build passes them
     to envd's /init. Read inside the tree (a RUN step could have put a
     symlink there) and checked, since the steps could have rewritten it."""
-    rootfd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        data = inroot.read(rootfd, E2B_CONTEXT, 64 * 1024 + 1)
+        data = inroot.read_regular(rootfd, E2B_CONTEXT, 64 * 1024)
     except FileNotFoundError:
         return "", ""
-    finally:
-        os.close(rootfd)
+    except OSError as e:
+        raise LabelError(f"{tree}/{E2B_CONTEXT}: {e.strerror} (a step replaced it?)") from None
     try:
         ctx = json.loads(data)
         user, workdir = ctx["user"], ctx["workdir"] or ""
@@ -181,6 +223,11 @@ def archive_base(distro: str, release: str, archive: dict) -> tuple[str, str]:
 
 def labels(tree: str, meta: dict, epoch: int, distro: str, release: str, archive: dict) -> dict:
     """Every label, by key; empty values are left out (e.g. no source URL)."""
+    with tree_root(tree) as rootfd:
+        return _labels(rootfd, tree, meta, epoch, distro, release, archive)
+
+
+def _labels(rootfd: int, tree: str, meta: dict, epoch: int, distro: str, release: str, archive: dict) -> dict:
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     if not meta["base_name"]:
         meta = dict(meta)
@@ -198,16 +245,16 @@ def labels(tree: str, meta: dict, epoch: int, distro: str, release: str, archive
         PREFIX + "name": meta["name"],
         PREFIX + "flavor": meta["flavor"],
         PREFIX + "distro": f"{distro}/{release}",
-        PREFIX + "envd-version": envd_version(tree),
-        PREFIX + "guarded-ports": guarded_ports(tree),
-        PREFIX + "vsock-ports": vsock_ports(tree),
-        PREFIX + "kernels": ",".join(kernels(tree)),
+        PREFIX + "envd-version": envd_version(rootfd, tree),
+        PREFIX + "guarded-ports": guarded_ports(rootfd, tree),
+        PREFIX + "vsock-ports": vsock_ports(rootfd),
+        PREFIX + "kernels": ",".join(kernels(rootfd)),
         PREFIX + "vcpu": meta["vcpu"],
         PREFIX + "memory-mb": meta["memory_mb"],
         PREFIX + "ready": meta["ready"],
         PREFIX + "ready-timeout": meta["ready_timeout"],
     }
-    out[PREFIX + "envd-user"], out[PREFIX + "envd-workdir"] = envd_defaults(tree)
+    out[PREFIX + "envd-user"], out[PREFIX + "envd-workdir"] = envd_defaults(rootfd, tree)
     return {k: v for k, v in out.items() if v != ""}
 
 

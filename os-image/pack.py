@@ -16,6 +16,12 @@ Determinism (same tree and SOURCE_DATE_EPOCH -> same bytes):
     every inode's times reset to the epoch with debugfs afterwards (mke2fs -d
     copies ctime, which no one can set on the source files).
 
+The tree may be a template's or a base's (hostile input): what the manifest
+reads of it (dpkg's status, the venv's metadata, the kernelspecs) is read
+inside the tree (sandbox/inroot.py), regular files only, bounded; a dpkg
+status that is not a regular file of the image (a link out of it, a fifo)
+stops the pack, naming it, rather than list another system's packages.
+
 Only the Python standard library and e2fsprogs, GNU tar and gzip are used.
 """
 import argparse
@@ -31,6 +37,7 @@ import time
 import uuid
 
 import labels as image_labels
+from sandbox import inroot
 
 MiB = 1024 * 1024
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -216,37 +223,59 @@ def used_inodes(image, count, env):
     return [i for i in range(1, count + 1) if i not in free and (i == 2 or i >= 11)]
 
 
-def dpkg_packages(tree):
-    path = os.path.join(tree, "var/lib/dpkg/status")
+DPKG_STATUS = "var/lib/dpkg/status"
+STATUS_MAX = 256 << 20
+
+
+class PackError(Exception):
+    pass
+
+
+def dpkg_packages(rootfd, tree):
     pkgs = []
-    if not os.path.exists(path):
+    try:
+        text = inroot.read_regular(rootfd, DPKG_STATUS, STATUS_MAX).decode("utf-8", "replace")
+    except FileNotFoundError:
         return pkgs
-    with open(path, encoding="utf-8") as f:
-        for stanza in f.read().split("\n\n"):
-            fields = {}
-            for line in stanza.splitlines():
-                if line and not line[0].isspace() and ":" in line:
-                    k, _, v = line.partition(":")
-                    fields[k] = v.strip()
-            if fields.get("Status", "").endswith(" installed"):
-                pkgs.append({"name": fields["Package"], "version": fields.get("Version", ""),
-                             "architecture": fields.get("Architecture", "")})
+    except OSError as e:
+        raise PackError(f"{tree}/{DPKG_STATUS}: {e.strerror}: the image's dpkg status must be a regular file "
+                        "of the image (a step replaced it with a link out of it, or a fifo?); no manifest "
+                        "lists another system's packages") from None
+    for stanza in text.split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line and not line[0].isspace() and ":" in line:
+                k, _, v = line.partition(":")
+                fields[k] = v.strip()
+        if fields.get("Status", "").endswith(" installed"):
+            pkgs.append({"name": fields.get("Package", ""), "version": fields.get("Version", ""),
+                         "architecture": fields.get("Architecture", "")})
     return sorted(pkgs, key=lambda p: (p["name"], p["architecture"]))
 
 
-def venv_packages(tree, venv="usr/lib/e2b-code-interpreter/venv"):
+def venv_packages(rootfd, venv="usr/lib/e2b-code-interpreter/venv"):
     """Name and version of each distribution in e2b-ci's pydeps=pip venv, from
-    its .dist-info/METADATA ([] without a venv)."""
+    its .dist-info/METADATA ([] without a venv), read inside the tree."""
     pkgs = []
-    for meta in sorted(glob.glob(os.path.join(tree, venv, "lib/python3*/site-packages/*.dist-info/METADATA"))):
-        fields = {}
-        with open(meta, encoding="utf-8", errors="replace") as f:
-            for line in f:
+    lib = f"{venv}/lib"
+    for py in image_labels.listing(rootfd, lib):
+        if not py.startswith("python3"):
+            continue
+        site = f"{lib}/{py}/site-packages"
+        for info in image_labels.listing(rootfd, site):
+            if not info.endswith(".dist-info"):
+                continue
+            try:
+                text = image_labels.read_text(rootfd, f"{site}/{info}/METADATA")
+            except OSError:
+                continue
+            fields = {}
+            for line in text.splitlines():
                 if not line.strip():
                     break
                 k, _, v = line.partition(":")
                 fields.setdefault(k, v.strip())
-        pkgs.append({"name": fields.get("Name", ""), "version": fields.get("Version", "")})
+            pkgs.append({"name": fields.get("Name", ""), "version": fields.get("Version", "")})
     return sorted(pkgs, key=lambda p: p["name"].lower())
 
 
@@ -295,7 +324,24 @@ def main(argv):
     ap.add_argument("--base", help="builder mode: os-image/builder_base.py's JSON (the base image)")
     ap.add_argument("--kernels", help="e2b-ci: the kernels= list the tree must register, in order")
     a = ap.parse_args(argv)
-    tree_kernels = image_labels.kernels(a.tree)
+    try:
+        rootfd = os.open(a.tree, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        print(f"pack: {a.tree}: {e.strerror} (mkosi's output must be a directory of its own)", file=sys.stderr)
+        return 1
+    try:
+        return pack(a, rootfd)
+    except PackError as e:
+        print(f"pack: {e}", file=sys.stderr)
+        return 1
+    finally:
+        os.close(rootfd)
+
+
+def pack(a, rootfd):
+    # What the manifest reads of the tree, first: a refusal leaves the outputs as they were.
+    packages, venv = dpkg_packages(rootfd, a.tree), venv_packages(rootfd)
+    tree_kernels = image_labels.kernels(rootfd)
     ours = [k for k in tree_kernels if k in image_labels.KERNEL_ORDER]
     if a.kernels is not None and ",".join(ours) != a.kernels:
         print(f"pack: kernels: {a.tree} registers {','.join(ours) or 'none'} of upstream's kernels, but "
@@ -326,14 +372,14 @@ def main(argv):
         "release": a.release,
         "source_date_epoch": a.epoch,
         "archive": archive,
-        "packages": dpkg_packages(a.tree),
+        "packages": packages,
         "artifacts": sorted(artifacts, key=lambda x: x["name"]),
         "labels": labels,
         "outputs": {"oci": oci, "rootfs.ext4": ext4},
     }
     if tree_kernels:
         manifest["kernels"] = tree_kernels
-    if venv := venv_packages(a.tree):
+    if venv:
         manifest["python_packages"] = venv
     if a.base:
         # The image our runtime was installed onto (builder mode); no path of

@@ -22,6 +22,7 @@ A missing path is no error for rm and empty (like rm -rf), and is for the
 others. Exit 0 ok, 1 an operation failed (one message naming the path), 2 usage.
 """
 import ctypes
+import errno
 import fnmatch
 import os
 import shutil
@@ -145,6 +146,27 @@ def read(rootfd: int, path: str, limit: int = -1) -> bytes:
     fd = open_in(rootfd, path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
         return f.read(limit)
+
+
+def open_regular(rootfd: int, path: str) -> int:
+    """PATH opened for reading, only if it is a regular file: without
+    blocking on a fifo (O_NONBLOCK), never a device. Raises OSError naming it."""
+    fd = open_in(rootfd, path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
+def read_regular(rootfd: int, path: str, limit: int) -> bytes:
+    """A regular file's bytes (open_regular), refused when larger than LIMIT:
+    what the build machine reads of an image is bounded."""
+    fd = open_regular(rootfd, path)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+    return data
 
 
 def write(rootfd: int, path: str, data: bytes, epoch: int | None = None) -> None:

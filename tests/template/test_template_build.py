@@ -141,6 +141,37 @@ def test_build_commands_cannot_change_how_the_guard_starts(tmp_path, web):
         assert f"template:   {named}" in err, (named, err[-4000:])
 
 
+def test_a_dpkg_status_linked_out_of_the_image_is_refused(tmp_path, web):
+    """Issue 49, finding 10: the manifest's package list is read inside the
+    image. A status that is a link to /var/lib/dpkg/status (itself, in the
+    image; the build machine's own, read from the host as the link says)
+    stops the build naming it, rather than list the host's packages."""
+    err = failed_build(tmp_path, "run = rm /var/lib/dpkg/status && ln -s /var/lib/dpkg/status /var/lib/dpkg/status\n",
+                       web)
+    assert "var/lib/dpkg/status: Too many levels of symbolic links" in err, err[-3000:]
+    assert "no manifest lists another system's packages" in err, err[-3000:]
+
+
+def test_a_kernelspec_linked_out_of_the_image_is_not_the_hosts(tmp_path, web):
+    """Issue 49, finding 10: the kernels label and manifest are read inside
+    the image; a kernelspec directory linked to one of the build machine's
+    is, in the image, a link to nothing."""
+    host = pathlib.Path(tempfile.mkdtemp(prefix="e2b-test-kernel-", dir="/var/tmp"))
+    try:
+        (host / "kernel.json").write_text('{"argv": ["true"], "display_name": "the host\'s", "language": "x"}\n')
+        out = tmp_path / "out"
+        d = bad_template(tmp_path, f"run = mkdir -p /usr/local/share/jupyter/kernels && "
+                                   f"ln -s {host} /usr/local/share/jupyter/kernels/hostkernel\n")
+        cp = testimages.build_template(d, "e2b-rt", out)
+        assert cp.returncode == 0, cp.stderr[-4000:]
+        built = testimages.Built("e2b-rt", out / "bad", cp)
+        assert "kernels" not in built.manifest
+        labels, _ = testimages.skopeo_labels(built.dir / "oci")
+        assert "org.e2b-images.kernels" not in labels, labels
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
+
+
 def test_build_command_cannot_rewrite_the_record_or_forge_its_line(tmp_path, web):
     """The record lies where a build command can reach it (mkosi's staging,
     /work/out in the chroot): rewritten, or vouched for by a line of the
