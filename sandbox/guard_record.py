@@ -18,10 +18,20 @@ followed out of it. The record holds, each under the rule it belongs to:
   presets     everything in the preset directories
   manager     systemd's own configuration (system.conf and its drop-ins)
   linker      ld.so.preload, ld.so.conf and ld.so.conf.d
+  nss         nsswitch.conf (glibc loads a libnss_X.so.2 for each service it
+              names, PID 1 included)
   libraries   every file that could serve a library of the guard's, envd's
-              relays' or systemd's (their ELF closure, by DT_NEEDED, read
-              with binutils' readelf): each name in every directory the
-              loader searches, so a copy planted earlier in its path counts
+              relays', systemd's or nft's: their ELF closure by DT_NEEDED
+              (read with binutils' readelf), the sonames their .note.dlopen
+              notes name (systemd's dlopen()ed libkmod, libbpf, ...), the NSS
+              modules, and those libraries' own closures; each name in every
+              directory the loader searches and in each directory's
+              glibc-hwcaps/x86-64-v2, -v3 and -v4 (the loader picks by the
+              CPU it runs on, so every level counts), so a copy planted
+              earlier in its path counts
+  cache       what etc/ld.so.cache maps each of those names to (its paths,
+              flags and hwcaps), parsed by sandbox/loader.py: a cache that
+              sends a name elsewhere, or that the parser cannot vouch for
 
 `record` runs in template.postinst before the first build step, which then
 prints the record's sha256 on the build log ("e2b-guard-record: sha256=…").
@@ -38,7 +48,7 @@ import stat
 import subprocess
 import sys
 
-from sandbox import inroot
+from sandbox import inroot, loader
 from sandbox.termsafe import escape
 
 LOG_PREFIX = "e2b-guard-record: sha256="
@@ -55,6 +65,8 @@ GENERATOR_DIRS = tuple(f"{p}/{g}" for p in PREFIXES for g in ("system-generators
 PRESET_DIRS = tuple(f"{p}/system-preset" for p in PREFIXES)
 MANAGER = ("etc/systemd/system.conf",) + tuple(f"{p}/system.conf.d" for p in PREFIXES)
 LINKER = ("etc/ld.so.preload", "etc/ld.so.conf", "etc/ld.so.conf.d")
+NSS = ("etc/nsswitch.conf",)
+LD_CACHE = "etc/ld.so.cache"
 UNIT_TYPES = ("service", "socket", "target", "device", "mount", "automount", "swap", "path", "timer",
               "slice", "scope")
 ENABLEMENT = (".wants", ".requires", ".upholds")
@@ -63,6 +75,14 @@ ELF_ROOTS = ("usr/local/bin/envd-guard", "usr/local/bin/vsock-relay", "usr/local
              "usr/local/bin/e2b-clone", "usr/lib/systemd/systemd", "usr/sbin/nft")
 TRUSTED_LIB_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "lib", "usr/lib",
                     "usr/local/lib", "usr/local/lib/x86_64-linux-gnu")
+# systemd's own libraries (its RUNPATH).
+PRIVATE_LIB_DIRS = ("usr/lib/x86_64-linux-gnu/systemd", "lib/x86_64-linux-gnu/systemd")
+# Where glibc (2.33 on) looks first in each directory it searches, by CPU level.
+HWCAPS = ("", "/glibc-hwcaps/x86-64-v2", "/glibc-hwcaps/x86-64-v3", "/glibc-hwcaps/x86-64-v4")
+# What the build machine reads of an image file at most: the record, a
+# file's bytes (a larger one is described by its size, unread), a cache.
+RECORD_MAX = 16 << 20
+FILE_MAX = 256 << 20
 
 
 class CheckFailed(Exception):
@@ -87,15 +107,25 @@ def describe(rootfd, path):
         if stat.S_ISDIR(st.st_mode):
             return f"dir {own}"
         if stat.S_ISREG(st.st_mode):
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-            h = hashlib.sha256()
-            with os.fdopen(fd, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            return f"file {own} sha256:{h.hexdigest()}"
+            if st.st_size > FILE_MAX:
+                return f"file {own} size:{st.st_size} (over {FILE_MAX} bytes: not read)"
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            return f"file {own} {sha256_of(fd)}"
         return f"special {stat.S_IFMT(st.st_mode):o} {own}"
     finally:
         os.close(dfd)
+
+
+def sha256_of(fd):
+    """sha256:HEX of the regular file FD (closed here), at most FILE_MAX bytes."""
+    h, n = hashlib.sha256(), 0
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        while (chunk := f.read(1 << 20)) and n <= FILE_MAX:
+            h.update(chunk)
+            n += len(chunk)
+    return f"sha256:{h.hexdigest()}" if n <= FILE_MAX else f"over {FILE_MAX} bytes: not read"
 
 
 def walk(rootfd, top, keep=lambda rel, name: True):
@@ -169,52 +199,70 @@ def search_dirs(rootfd, runpaths=()):
 
 
 def elf_info(rootfd, path):
-    """(NEEDED names, RUNPATH dirs, interpreter) of the ELF file PATH in ROOT."""
+    """(NEEDED names, RUNPATH dirs, interpreter, dlopen sonames) of the ELF
+    file PATH in ROOT (a regular file, or nothing is read)."""
     try:
-        fd = inroot.open_in(rootfd, path, os.O_RDONLY)
+        fd = inroot.open_regular(rootfd, path)
     except OSError:
-        return [], [], None
+        return [], [], None, []
     try:
         cp = subprocess.run(["readelf", "-d", "-l", "-W", f"/proc/self/fd/{fd}"], pass_fds=(fd,),
                             capture_output=True, text=True, errors="replace", check=False)
+        try:
+            dlopened = loader.dlopen_sonames(lambda n, off: os.pread(fd, n, off))
+        except OSError:
+            dlopened = []
     finally:
         os.close(fd)
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]/]+)\]", cp.stdout)
     runpath = [d.strip("/") for m in re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[([^\]]*)\]",
                                                 cp.stdout) for d in m.split(":") if d.startswith("/")]
     interp = re.search(r"Requesting program interpreter: (/[^\]]+)\]", cp.stdout)
-    return needed, runpath, interp.group(1).strip("/") if interp else None
+    return needed, runpath, interp.group(1).strip("/") if interp else None, dlopened
+
+
+def candidates(rootfd, name, dirs):
+    """Every path the loader could take NAME from: each directory, and its
+    glibc-hwcaps levels before it."""
+    return [p for d in dirs for h in HWCAPS if describe(rootfd, p := f"{d}{h}/{name}") is not None]
+
+
+def nss_names(rootfd):
+    try:
+        text = inroot.read_regular(rootfd, NSS[0], 1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return []
+    return loader.nss_modules(text)
 
 
 def closure(rootfd):
-    """Library names the ELF roots load (transitively), and the loaders."""
-    names, loaders, todo, seen = set(), set(), [r for r in ELF_ROOTS], set()
+    """Library names the ELF roots load (by DT_NEEDED and dlopen(), and
+    PID 1's NSS modules), transitively, and the loaders."""
+    names, loaders, seen = set(), set(), set()
+    todo = list(ELF_ROOTS)
+    for n in nss_names(rootfd):
+        names.add(n)
+        todo += candidates(rootfd, n, search_dirs(rootfd))
     while todo:
         path = todo.pop()
         if path in seen:
             continue
         seen.add(path)
-        needed, runpath, interp = elf_info(rootfd, path)
+        needed, runpath, interp, dlopened = elf_info(rootfd, path)
         if interp:
             loaders.add(interp)
-        for n in needed:
+        for n in needed + dlopened:
             names.add(n)
-            for d in search_dirs(rootfd, runpath):
-                if describe(rootfd, f"{d}/{n}") is not None:
-                    todo.append(f"{d}/{n}")
-                    break
+            todo += candidates(rootfd, n, search_dirs(rootfd, runpath))
     return sorted(names), sorted(loaders)
 
 
 def library_entries(rootfd, names, loaders):
     out = {}
-    dirs = search_dirs(rootfd) + ["usr/lib/x86_64-linux-gnu/systemd", "lib/x86_64-linux-gnu/systemd"]
+    dirs = search_dirs(rootfd) + list(PRIVATE_LIB_DIRS)
     for n in names:
-        for d in dirs:
-            p = f"{d}/{n}"
+        for p in candidates(rootfd, n, dirs):
             desc = describe(rootfd, p)
-            if desc is None:
-                continue
             out[p] = desc
             if desc.startswith("link "):
                 out[f"{p} (its target's bytes)"] = bytes_through(rootfd, p)
@@ -227,24 +275,35 @@ def library_entries(rootfd, names, loaders):
 def bytes_through(rootfd, path):
     """The sha256 of what PATH leads to (its links resolved inside ROOT)."""
     try:
-        return "sha256:" + hashlib.sha256(inroot.read(rootfd, path)).hexdigest()
+        return sha256_of(inroot.open_regular(rootfd, path))
     except OSError:
         return "missing"
 
 
+def cache_entries(rootfd, names):
+    """{etc/ld.so.cache NAME: what the cache maps NAME to} for every name."""
+    try:
+        data = inroot.read_regular(rootfd, LD_CACHE, loader.CACHE_MAX)
+        mapped = loader.cache_view(data, names)
+    except (OSError, loader.LoaderError) as e:
+        return {LD_CACHE: f"unreadable: {e.strerror if isinstance(e, OSError) else e}"}
+    return {f"{LD_CACHE} {n}": v for n, v in sorted(mapped.items())}
+
+
 def view(rootfd, units, names, loaders):
     """{rule: {path: description}} of everything the record covers."""
-    v = {"guard": {}, "units": {}, "generators": {}, "presets": {}, "manager": {}, "linker": {}}
+    v = {"guard": {}, "units": {}, "generators": {}, "presets": {}, "manager": {}, "linker": {}, "nss": {}}
     for p in GUARD_FILES:
         v["guard"].update(walk(rootfd, p))
     keep = unit_matcher(units)
     for d in UNIT_DIRS:
         v["units"].update({k: x for k, x in walk(rootfd, d, keep).items() if k != d})
     for rule, paths in (("generators", GENERATOR_DIRS), ("presets", PRESET_DIRS), ("manager", MANAGER),
-                        ("linker", LINKER)):
+                        ("linker", LINKER), ("nss", NSS)):
         for p in paths:
             v[rule].update(walk(rootfd, p))
     v["libraries"] = library_entries(rootfd, names, loaders)
+    v["cache"] = cache_entries(rootfd, names)
     return v
 
 
@@ -263,17 +322,30 @@ def record(rootfd, units_dir, out):
 
 
 def vouched(record_path, log_path):
-    """The record, if the log carries exactly one record line, naming its hash."""
+    """The record, if the log carries exactly one record line, naming its
+    hash. The record lies where the build could write: it is read only if
+    it is a regular file (not through a link, not a fifo) of at most
+    RECORD_MAX bytes."""
+    lines = []
     with open(log_path, "rb") as f:
-        lines = [ln for ln in f.read().split(b"\n") if ln.startswith(LOG_PREFIX.encode())]
+        for ln in f:
+            if ln.startswith(LOG_PREFIX.encode()):
+                lines.append(ln.rstrip(b"\n"))
     if len(lines) != 1:
         raise CheckFailed(f"the build log has {len(lines)} guard record lines, not one: a build step printed "
                           "one of its own, or the record was never made")
     try:
-        with open(record_path, "rb") as f:
-            raw = f.read()
+        fd = os.open(record_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise CheckFailed(f"the guard record {record_path}: {e.strerror} (a build step removed it?)")
+        raise CheckFailed(f"the guard record {record_path}: {e.strerror} (a build step removed it, or put a "
+                          "link in its place?)") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CheckFailed(f"the guard record {record_path} is not a regular file: a build step replaced it")
+        raw = f.read(RECORD_MAX + 1)
+    if len(raw) > RECORD_MAX:
+        raise CheckFailed(f"the guard record {record_path} is larger than {RECORD_MAX} bytes: a build step "
+                          "rewrote it")
     if hashlib.sha256(raw).hexdigest() != lines[0][len(LOG_PREFIX):].decode(errors="replace").strip():
         raise CheckFailed("the guard record was changed after it was made (its hash is not the one on the "
                           "build log): a build step rewrote it")
@@ -315,7 +387,7 @@ def main(argv):
             return 0
         bad = check(rootfd, argv[2], argv[3])
     except CheckFailed as e:
-        print(f"template: {e}; the guard is not a template's to change", file=sys.stderr)
+        print(escape(f"template: {e}; the guard is not a template's to change"), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"guard_record: {op} {root}: {escape(str(e.filename or ''))}: {e.strerror}", file=sys.stderr)

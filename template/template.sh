@@ -185,7 +185,7 @@ mkdir -p "$out"
 # The scripts as the build's own copy of the sources has them (@SRC@:
 # build.sh's copy, what the sandbox sees; never this checkout).
 args=(--extra-tree "$tree" --postinst-script @SRC@/template/template.postinst
-      --finalize-script @SRC@/template/template.finalize)
+      --finalize-script @SRC@/template/template.finalize --environment E2B_TEMPLATE=1)
 BUILD_SOURCES=
 if [ "$format" = e2b ]; then
     args+=(--with-network=yes)
@@ -202,3 +202,5 @@ else
 fi
 # A tag resolved by this build is pinned only once the build succeeded.
 [ -z "$pulled" ] || pymod template.e2b.pull --write-lock "$pulled" --template "$lockdir"
+# E2B_TEMPLATE: os-image/mkosi.finalize makes the linker cache with the
+# build machine's ldconfig, not the image's, which a template can replace.

@@ -28,7 +28,7 @@ import testimages  # noqa: E402
 ROOT = testimages.ROOT
 sys.path.insert(0, str(ROOT / "os-image"))
 import builder_base  # noqa: E402
-from sandbox import inroot  # noqa: E402
+from sandbox import inroot, loader  # noqa: E402
 
 
 @pytest.fixture
@@ -89,9 +89,12 @@ def test_os_release_is_read_inside_the_root(tmp_path, outside):
         os.close(fd)
 
 
-def run_finalize(root: pathlib.Path, tmp: pathlib.Path, script: pathlib.Path = ROOT / "os-image/mkosi.finalize"):
-    """The real mkosi.finalize on ROOT, as mkosi runs it (BUILDROOT, SRCDIR),
-    with a stand-in mkosi-chroot that records its calls."""
+def run_finalize(root: pathlib.Path, tmp: pathlib.Path, script: pathlib.Path = ROOT / "os-image/mkosi.finalize",
+                 env: dict | None = None):
+    """The real mkosi.finalize on ROOT, as mkosi runs it (BUILDROOT, SRCDIR,
+    and ENV: mkosi's --environment), with a stand-in mkosi-chroot that
+    records its calls; the build machine's own tools on PATH, as mkosi's
+    tools tree is."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     calls = tmp / "chroot-calls"
@@ -99,8 +102,8 @@ def run_finalize(root: pathlib.Path, tmp: pathlib.Path, script: pathlib.Path = R
     stand_in.write_text(f"#!/bin/sh\n# A stand-in for mkosi's chroot helper (tests/builder/test_builder_tree.py):"
                         f" records the call only.\necho \"$*\" >> {calls}\n")
     stand_in.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "BUILDROOT": str(root), "SRCDIR": str(ROOT),
-           "SOURCE_DATE_EPOCH": "1700000000", "LC_ALL": "C"}
+    env = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin", "BUILDROOT": str(root), "SRCDIR": str(ROOT),
+           "SOURCE_DATE_EPOCH": "1700000000", "LC_ALL": "C", **(env or {})}
     cp = subprocess.run(["/bin/sh", str(script)], env=env, capture_output=True, text=True, timeout=120)
     cp.calls = calls.read_text().splitlines() if calls.exists() else []
     return cp
@@ -130,6 +133,26 @@ def test_finalize_stays_inside_the_root(tmp_path, outside):
     assert (root / "usr/bin/git").stat().st_ino == (root / "usr/lib/git-core/git").stat().st_ino
     assert sorted(p.name for p in (root / "usr/share/doc/git").iterdir()) == ["copyright"]
     assert (root / "var/lib/apt/lists/partial").is_dir() and (root / "var/cache/apt/archives/partial").is_dir()
+
+
+def test_finalize_of_a_template_makes_the_cache_with_the_build_machines_ldconfig(tmp_path, outside):
+    """Issue 49, finding 5: a template can replace the image's ldconfig, so
+    for a template (E2B_TEMPLATE=1, which template/template.sh passes) the
+    linker cache is made by the build machine's `ldconfig -r`, and the
+    image's is never run; its aux-cache goes as before. The root's libz,
+    planted as the image's, is what the cache maps."""
+    root = bases.escaping_tree(tmp_path / "rootfs", outside)
+    (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (root / "usr/lib/x86_64-linux-gnu/libz.so.1").write_bytes(pathlib.Path("/lib/x86_64-linux-gnu/libz.so.1")
+                                                              .read_bytes())
+    before = bases.tree_state(outside)
+    cp = run_finalize(root, tmp_path, env={"E2B_TEMPLATE": "1"})
+    assert cp.returncode == 0, cp.stderr
+    assert cp.calls == ["journalctl --update-catalog"]
+    assert bases.tree_state(outside) == before
+    entries = loader.parse_cache((root / "etc/ld.so.cache").read_bytes())
+    assert ("libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1") in [(n, p) for n, p, *_ in entries]
+    assert not (root / "var/cache/ldconfig/aux-cache").exists()
 
 
 def test_inroot_refusal_names_the_path(tmp_path):

@@ -10,6 +10,7 @@ The data example (on e2b-ci) is built and checked by the image workflow
 (ci/image.yml: tests/boot/template_data_boot.py, which boots it too, and
 `make repro template=…`, two fresh builds): a third e2b-ci build does not fit
 in make test's hour. The web example's boot is tests/boot/template_web_boot.py (the image workflow)."""
+import os
 import pathlib
 import secrets
 import shutil
@@ -22,6 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
 import bases  # noqa: E402
 import testimages  # noqa: E402
+from sandbox import loader  # noqa: E402
 
 ROOT = testimages.ROOT
 
@@ -135,10 +137,67 @@ UNGUARDS = {
 }
 
 
-def test_build_commands_cannot_change_how_the_guard_starts(tmp_path, web):
-    err = failed_build(tmp_path, "".join(f"run = {c}\n" for c in UNGUARDS), web)
-    for named in UNGUARDS.values():
+def each_named(tmp_path, commands: dict, web):
+    """One bad template running every command of COMMANDS: each refusal is
+    named, with its rule."""
+    err = failed_build(tmp_path, "".join(f"run = {c}\n" for c in commands), web)
+    for named in commands.values():
         assert f"template:   {named}" in err, (named, err[-4000:])
+
+
+def test_build_commands_cannot_change_how_the_guard_starts(tmp_path, web):
+    each_named(tmp_path, UNGUARDS, web)
+
+
+# Issue 49, finding 5: what the loader takes besides the files the record
+# had: a copy in a glibc-hwcaps level (taken first on a CPU of that level),
+# an NSS module for PID 1, a library systemd dlopen()s (its .note.dlopen).
+LOADER = {
+    "mkdir -p /usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2 && cp /usr/lib/x86_64-linux-gnu/libnftnl.so.11 "
+    "/usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2/ && ldconfig":
+        "libraries: /usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2/libnftnl.so.11 added",
+    "sed -i 's/^passwd:.*/& extrausers/' /etc/nsswitch.conf":
+        "nss: /etc/nsswitch.conf changed",
+    "cp /usr/lib/x86_64-linux-gnu/libkmod.so.2 /usr/local/lib/ && ldconfig":
+        "libraries: /usr/local/lib/libkmod.so.2 added",
+}
+
+
+def test_build_commands_cannot_change_what_the_loader_takes(tmp_path, web):
+    each_named(tmp_path, LOADER, web)
+
+
+def test_a_replaced_ldconfig_does_not_make_the_images_cache(tmp_path, web):
+    """The image's ldconfig is the template's to replace: here by a script
+    that makes the cache with /opt/evil (a copy of libnftnl) first. The
+    step's own ldconfig run does send libnftnl.so.11 there; the image's
+    cache is then made by the build machine's ldconfig
+    (os-image/mkosi.finalize), so the image maps libnftnl where the web
+    example's does, and the build passes: harmless. (Without that, the
+    record's cache rule names it: tests/template/test_guard_loader.py.)"""
+    evil = ("mkdir -p /opt/evil && cp /usr/lib/x86_64-linux-gnu/libnftnl.so.11 /opt/evil/ && "
+            "cp /usr/sbin/ldconfig /opt/real-ldconfig && "
+            "printf '#!/bin/sh\\necho /opt/evil > /etc/evil.conf\\nexec /opt/real-ldconfig -f /etc/evil.conf \"$@\"\\n' "
+            "> /usr/sbin/ldconfig && chmod 0755 /usr/sbin/ldconfig && ldconfig && "
+            "ldconfig -p | grep libnftnl.so.11 > /opt/after-the-step")
+    out = tmp_path / "out"
+    cp = testimages.build_template(bad_template(tmp_path, f"run = {evil}\n"), "e2b-rt", out)
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    tree = out / "bad/work/mkosi-out/image"
+    assert os.readlink(tree / "sbin") == "usr/sbin" and (tree / "usr/sbin/ldconfig").read_text().startswith("#!/bin/sh")
+    assert "/opt/evil/libnftnl.so.11" in (tree / "opt/after-the-step").read_text()
+    cache = loader.cache_view((tree / "etc/ld.so.cache").read_bytes(), ["libnftnl.so.11"])
+    assert "/opt/evil" not in cache["libnftnl.so.11"]
+    assert cache == loader.cache_view((web.tree / "etc/ld.so.cache").read_bytes(), ["libnftnl.so.11"])
+    assert not (tree / "var/cache/ldconfig/aux-cache").exists()
+
+
+def test_a_record_replaced_by_an_endless_file_is_refused_at_once(tmp_path, web):
+    """Issue 49, finding 10: the host reads the record only as a regular
+    file; a link in its place to /dev/zero (which the host would read
+    without end) is refused, the build ending promptly."""
+    err = failed_build(tmp_path, "run = ln -sf /dev/zero /work/out/e2b-template-guard.json\n", web)
+    assert "the guard record" in err and "a link in its place" in err, err[-3000:]
 
 
 def test_a_dpkg_status_linked_out_of_the_image_is_refused(tmp_path, web):
