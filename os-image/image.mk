@@ -58,13 +58,15 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
 # its base flavor into out/<name>/ (template/template.sh).
 template        ?=
 # E2B templates: reuse the layers of unchanged steps (template/README.md,
-# "The step cache"), in cache/e2b-steps, at most step_cache_max_mb.
+# "The step cache"), in cache/e2b-steps, at most step_cache_max_mb; tenant
+# scopes them (with the template's folder).
 step_cache      ?= 1
 step_cache_max_mb ?= 4096
+tenant          ?=
 FLAVORS         := $(notdir $(wildcard os-image/mkosi.profiles/*))
 TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)' \
         E2B_SDK='$(abspath $(E2B_SDK))' E2B_SDK_REQUIREMENTS='$(abspath $(E2B_SDK_REQUIREMENTS))' \
-        STEP_CACHE_ON='$(step_cache)' STEP_CACHE_MAX_MB='$(step_cache_max_mb)'
+        STEP_CACHE_ON='$(step_cache)' STEP_CACHE_MAX_MB='$(step_cache_max_mb)' TENANT='$(tenant)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

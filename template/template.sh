@@ -7,6 +7,8 @@
 #   TEMPLATE  the template directory (template/README.md)
 #   OUTROOT   out/: the template goes to OUTROOT/<name>/ (OUTROOT/repro/<name>/ with REPRO=1)
 #   FLAVORS   the flavors, which a template's base must be one of and its name none of
+#   TENANT    whose the build is (make tenant=): the step cache's scope,
+#             with the folder; empty: the folder alone
 #   E2B_SDK, E2B_SDK_REQUIREMENTS   the venv of E2B's Python SDK and its pinned
 #             requirements (template/template.mk), made here on first use, for
 #             a Dockerfile template only (e2b.toml, e2b.Dockerfile, Dockerfile)
@@ -40,6 +42,10 @@ case "${STEP_CACHE_ON:-1}" in 0|1) ;; *) die "step_cache=${STEP_CACHE_ON}: 1 (us
 case "${STEP_CACHE_MAX_MB:-4096}" in
     ''|*[!0-9]*) die "step_cache_max_mb=${STEP_CACHE_MAX_MB}: a whole number of MB (the step cache's cap)" ;;
 esac
+# tenant=: letters, digits, '.', '_', '-', 1 to 64 of them, a letter or digit first.
+if [ -n "${TENANT:-}" ] && ! [[ "$TENANT" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]]; then
+    die "tenant=$(pymod sandbox.termsafe "$TENANT"): not a tenant name (1 to 64 of A-Z a-z 0-9 . _ -, a letter or digit first); it scopes the step cache (template/README.md, \"The step cache\")"
+fi
 pulled=
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
 out=
@@ -170,7 +176,7 @@ print(" ".join("%s:%d" % (x["name"], s["index"]) for x in t["templates"] for s i
     if [ "${STEP_CACHE_ON:-1}" = 1 ] && [ "${REPRO:-0}" != 1 ]; then
         STEP_CACHE=$stage/step-cache.json
         pymod template.e2b.step_cache stage --steps "$tree/usr/lib/e2b-template-build/steps.json" \
-            --tree "$tree" --scope "$TEMPLATE" --cache "$CACHE/e2b-steps" --max-mb "${STEP_CACHE_MAX_MB:-4096}" \
+            --tree "$tree" --scope "$TEMPLATE" ${TENANT:+--tenant "$TENANT"} --cache "$CACHE/e2b-steps" --max-mb "${STEP_CACHE_MAX_MB:-4096}" \
             --base-id "${BASE_DIGEST:-flavor:$base} ${DISTRO:-} ${RELEASE:-} ${KERNELS:-} ${PYDEPS:-}" \
             --config "$STEP_CACHE" --out "$stage/step-cache" || exit 1
         export STEP_CACHE

@@ -18,7 +18,9 @@ The sandbox decides nothing about the cache. The keys are the host's
 kept only when the build log has exactly one line for it,
 `e2b-step-cache: step NNNN tar=SHA256 meta=SHA256`, and the files match it.
 A layer is used only when the image before the first step has the digest it
-was made on.
+was made on. When a layer cannot be recorded, nothing is recorded from that
+step on, and the log says so (`e2b-step-cache: recording stopped at step
+NNNN`), so no line a later step prints keeps a layer of its own.
 """
 import hashlib
 import json
@@ -35,6 +37,7 @@ NOT_IMAGE = ("usr/lib/e2b-template-build", "work")
 # What differs between two builds of the same base for reasons that do not
 # change what a step sees: logs, caches, scratch space, the machine id.
 VOLATILE = ("var/log", "var/cache/ldconfig", "tmp", "var/tmp", "var/lib/dbus/machine-id", "run")
+STOPPED_LINE = "e2b-step-cache: recording stopped at step "
 TAR_META = ["--numeric-owner", "--format=posix", "--pax-option=delete=atime,delete=ctime",
             "--xattrs", "--xattrs-include=*"]
 
@@ -213,8 +216,10 @@ class Layers:
                     os.unlink(os.path.join(self.cache_out, f"{pos:04d}.{ext}"))
                 except OSError:
                     pass
-            print(f"template: step cache: step {pos} not recorded, nor the steps after it: {e}",
-                  file=sys.stderr, flush=True)
+            # The line tells the host (step_cache.py store) to keep nothing
+            # from here on, whatever lines a later step prints of its own.
+            print(f"template: step cache: step {pos} not recorded, nor the steps after it: {e}\n"
+                  f"{STOPPED_LINE}{pos:04d}", file=sys.stderr, flush=True)
             self.cache_out = None
             return
         print(line, file=sys.stderr, flush=True)

@@ -4,21 +4,23 @@
 os-image/build.sh stores what the build made after; template/e2b/layers.py
 is its half inside the build.
 
-    python3 -m template.e2b.step_cache stage --steps STEPS --tree TREE --scope DIR --base-id ID
-                                             --cache DIR --max-mb N --config CONFIG --out DIR
+    python3 -m template.e2b.step_cache stage --steps STEPS --tree TREE --scope DIR [--tenant NAME]
+                                             --base-id ID --cache DIR --max-mb N --config CONFIG --out DIR
     python3 -m template.e2b.step_cache store --config CONFIG --made DIR --log LOG
 
 stage's inputs: the staged steps.json and extra tree, the template's folder
-(the keys' scope), what names the base (flavor, distro, release, ...; a
-fromImage's digest), the cache's folder and its cap. It writes them to
-CONFIG with the keys it made, for store.
+and the operator's tenant name (make tenant=; together the keys' scope),
+what names the base (flavor, distro, release, ...; a fromImage's digest),
+the cache's folder and its cap. It writes them to CONFIG with the keys it
+made, for store.
 
 Each step at position N (from 1, across a fromTemplate chain) has a key, a
-sha256 chain: the format's version, the scope, the base id and the starting
-ENVs, then for each step up to N its type, its args, whether it starts a
-template, and for a COPY the digest of its staged files. The keys are made
-here, from what this host staged, never inside the build. An entry,
-CACHE/KEY/{layer.tar,meta.json}, holds the layer the step at N made.
+sha256 chain: the format's version, the scope (the tenant, when given, and
+the folder), the base id and the starting ENVs, then for each step up to N
+its type, its args, whether it starts a template, and for a COPY the digest
+of its staged files. The keys are made here, from what this host staged,
+never inside the build. An entry, CACHE/KEY/{layer.tar,meta.json}, holds the
+layer the step at N made.
 
 stage: hardlinks (else copies) the entries of the first steps, up to the
 first without one or the first with force (a step's, or the template's
@@ -27,9 +29,14 @@ force for all of its steps), as DIR/NNNN.tar and NNNN.json.
 store: for each step that ran, keeps DIR/NNNN.{tar,json} only when LOG (the
 build log, which the build cannot reach) has exactly one line
 `e2b-step-cache: step NNNN tar=SHA256 meta=SHA256` and the files have those
-digests: a step that writes a layer of its own, or prints a line of its own,
-gets nothing kept. Entries are renamed into place whole; the least recently
-used go first when the cache is over its cap.
+digests, and only for the steps before the first
+`e2b-step-cache: recording stopped at step NNNN` (template/e2b/layers.py
+prints it when recording a layer fails, and records nothing after): a step
+that writes a layer of its own, or prints a line of its own, gets nothing
+kept. DIR is the build's output, which a step can write: it is read only as
+a directory of its own (not through a link), and a layer only as a regular
+file of at most the cache's cap. Entries are renamed into place whole; the
+least recently used go first when the cache is over its cap.
 """
 import argparse
 import hashlib
@@ -47,6 +54,8 @@ from template.e2b.layers import VERSION, content_digest, walk
 
 KEY = re.compile(r"[0-9a-f]{64}")
 LINE = re.compile(rb"e2b-step-cache: step (\d{4}) tar=([0-9a-f]{64}) meta=([0-9a-f]{64})\r?")
+STOPPED = re.compile(rb"e2b-step-cache: recording stopped at step (\d{4})")
+TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class CacheError(Exception):
@@ -67,6 +76,8 @@ def chain_keys(cfg: dict) -> list:
     with open(cfg["steps"], encoding="utf-8") as f:
         t = json.load(f)
     head = {"version": VERSION, "scope": cfg["scope"], "base": cfg["base_id"], "env": t.get("env", {})}
+    if cfg.get("tenant"):
+        head["tenant"] = cfg["tenant"]
     prev = hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()
     keys, forced = [], False
     for tpl in t["templates"]:
@@ -105,36 +116,48 @@ def stage(cfg: dict, out: str) -> int:
     return 0
 
 
-def vouched(log: str) -> dict:
-    """{position: (tar sha256, meta sha256)} for the positions with exactly one line on the log."""
-    seen = {}
+def vouched(log: str) -> tuple:
+    """({position: (tar sha256, meta sha256)} for the positions with exactly
+    one line on the log, the first position recording stopped at or None)."""
+    seen, stopped = {}, None
     with open(log, "rb") as f:
         for line in f:
-            m = LINE.fullmatch(line.rstrip(b"\n"))
+            line = line.rstrip(b"\n")
+            m = LINE.fullmatch(line)
             if m:
                 seen.setdefault(int(m.group(1)), []).append((m.group(2).decode(), m.group(3).decode()))
-    return {pos: v[0] for pos, v in seen.items() if len(v) == 1}
+            # Anywhere in a line: a step's output may run into it, and a
+            # stop line of a step's own only keeps less.
+            m = STOPPED.search(line)
+            if m:
+                stopped = min(int(m.group(1)), stopped or int(m.group(1)))
+    return {pos: v[0] for pos, v in seen.items() if len(v) == 1}, stopped
 
 
-def copy_checked(src: str, dest: str, want: str) -> None:
-    """src (a regular file, not through a link) to dest, whose bytes must hash to want."""
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f, open(dest, "xb") as out:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise CacheError(f"{src}: not a regular file")
-        h = hashlib.sha256()
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            out.write(chunk)
+def copy_checked(made_fd: int, name: str, dest: str, want: str, cap: int) -> None:
+    """NAME in the directory MADE_FD (a regular file, not through a link, at
+    most CAP bytes) to dest, whose bytes must hash to want."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=made_fd)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheError(f"{name}: not a regular file")
+        if st.st_size > cap:
+            raise CacheError(f"{name}: larger than the cache's cap ({cap >> 20} MB)")
+        with open(dest, "xb") as out:
+            h = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+                out.write(chunk)
     if h.hexdigest() != want:
-        raise CacheError(f"{src}: its sha256 is not the one on the build log")
+        raise CacheError(f"{name}: its sha256 is not the one on the build log")
 
 
-def put(cache: str, key: str, made: str, pos: int, sums: tuple) -> None:
+def put(cache: str, key: str, made_fd: int, pos: int, sums: tuple, cap: int) -> None:
     tmp = tempfile.mkdtemp(prefix=".new-", dir=cache)
     try:
-        copy_checked(os.path.join(made, f"{pos:04d}.tar"), os.path.join(tmp, "layer.tar"), sums[0])
-        copy_checked(os.path.join(made, f"{pos:04d}.json"), os.path.join(tmp, "meta.json"), sums[1])
+        copy_checked(made_fd, f"{pos:04d}.tar", os.path.join(tmp, "layer.tar"), sums[0], cap)
+        copy_checked(made_fd, f"{pos:04d}.json", os.path.join(tmp, "meta.json"), sums[1], cap)
         entry = os.path.join(cache, key)
         old = None
         if os.path.lexists(entry):
@@ -170,29 +193,49 @@ def prune(cache: str, max_mb: int) -> int:
     return total
 
 
+def open_made(made: str) -> int | None:
+    """The build's layer folder, a directory of its own (never through a
+    link: a step can write the build's output); None when the build made
+    none (every step came from the cache)."""
+    try:
+        return os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CacheError(f"{made}: not a directory of the build's own ({e.strerror}: a step put a link or a "
+                         "file in its place?); no layer of this build is kept") from None
+
+
 def store(cfg: dict, made: str, log: str) -> int:
     """CFG as stage left it, with its keys."""
     keys = cfg["keys"]
-    sums = vouched(log)
+    sums, stopped = vouched(log)
     os.makedirs(cfg["cache"], exist_ok=True)
     kept = refused = 0
-    # None made when every step came from the cache.
-    for n in sorted(os.listdir(made)) if os.path.isdir(made) else []:
-        m = re.fullmatch(r"(\d{4})\.tar", n)
-        if not m:
-            continue
-        pos = int(m.group(1))
-        if not 1 <= pos <= len(keys) or pos not in sums:
-            print(f"template: step cache: step {pos}'s layer is not kept: the build log does not vouch for it "
-                  f"with exactly one line", file=sys.stderr)
-            refused += 1
-            continue
-        try:
-            put(cfg["cache"], keys[pos - 1][0], made, pos, sums[pos])
-            kept += 1
-        except (CacheError, OSError) as e:
-            print(escape(f"template: step cache: step {pos}'s layer is not kept: {e}"), file=sys.stderr)
-            refused += 1
+    made_fd = open_made(made)
+    try:
+        names = sorted(os.listdir(made_fd)) if made_fd is not None else []
+        for n in names:
+            m = re.fullmatch(r"(\d{4})\.tar", n)
+            if not m:
+                continue
+            pos = int(m.group(1))
+            why = None
+            if stopped is not None and pos >= stopped:
+                why = f"recording stopped at step {stopped}, and nothing from there on is kept"
+            elif not 1 <= pos <= len(keys) or pos not in sums:
+                why = "the build log does not vouch for it with exactly one line"
+            try:
+                if why:
+                    raise CacheError(why)
+                put(cfg["cache"], keys[pos - 1][0], made_fd, pos, sums[pos], int(cfg["max_mb"]) << 20)
+                kept += 1
+            except (CacheError, OSError) as e:
+                print(escape(f"template: step cache: step {pos}'s layer is not kept: {e}"), file=sys.stderr)
+                refused += 1
+    finally:
+        if made_fd is not None:
+            os.close(made_fd)
     total = prune(cfg["cache"], int(cfg["max_mb"]))
     print(f"template: step cache: {kept} layers kept, {refused} refused; {cfg['cache']} holds "
           f"{total / 2**20:.0f} MB (cap {cfg['max_mb']} MB)", file=sys.stderr)
@@ -206,6 +249,7 @@ def main(argv: list) -> int:
     s.add_argument("--steps", required=True, help="the staged steps.json")
     s.add_argument("--tree", required=True, help="the staged extra tree (a COPY's files)")
     s.add_argument("--scope", required=True, help="the template's folder")
+    s.add_argument("--tenant", help="the operator's tenant name (make tenant=): with the folder, the scope")
     s.add_argument("--base-id", required=True, help="what names the base")
     s.add_argument("--cache", required=True, help="the cache's folder")
     s.add_argument("--max-mb", required=True, type=int, help="the cache's cap")
@@ -218,8 +262,11 @@ def main(argv: list) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "stage":
-            cfg = {"steps": a.steps, "tree": a.tree, "scope": os.path.realpath(a.scope), "base_id": a.base_id,
-                   "cache": a.cache, "max_mb": a.max_mb}
+            if a.tenant is not None and not TENANT.fullmatch(a.tenant):
+                raise CacheError(f"tenant '{a.tenant}': not a tenant name (1 to 64 of A-Z a-z 0-9 . _ -, "
+                                 "a letter or digit first)")
+            cfg = {"steps": a.steps, "tree": a.tree, "scope": os.path.realpath(a.scope), "tenant": a.tenant,
+                   "base_id": a.base_id, "cache": a.cache, "max_mb": a.max_mb}
             rc = stage(cfg, a.out)
             with open(a.config, "w", encoding="utf-8") as f:
                 json.dump(cfg, f, indent=1)

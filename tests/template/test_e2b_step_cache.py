@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import time
 
@@ -123,6 +124,54 @@ def test_a_layer_a_step_forges_is_not_kept(tmp_path):
     assert "template: step cache: 0 of 2 steps found" in again.stderr
 
 
+def test_a_line_forged_after_recording_stopped_keeps_nothing(tmp_path):
+    """Issue 49, finding 13: step 1 writes step 2's layer into the build's
+    output, so step 2's own cannot be recorded and recording stops there;
+    step 3 then writes a layer at 0003 and prints the one line for it, with
+    the right digests. Nothing at or after step 2 is kept."""
+    d = tmp_path / "stopped"
+    d.mkdir()
+    o = "o=${OUTPUTDIR:-/work/out}/e2b-step-cache; mkdir -p $o"
+    sha = "$(sha256sum < $o/0003.{} | cut -d' ' -f1)"
+    steps = [{"type": "RUN", "args": [f"{o} && echo taken > $o/0002.tar && echo '{{}}' > $o/0002.json", "root"]},
+             {"type": "RUN", "args": ["echo second > /second", "root"]},
+             {"type": "RUN", "args": [f"{o} && echo forged > $o/0003.tar && echo '{{}}' > $o/0003.json && "
+                                      f"echo \"e2b-step-cache: step 0003 tar={sha.format('tar')} "
+                                      f"meta={sha.format('json')}\"", "root"]}]
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": steps}))
+    err = build(d, tmp_path / "out").stderr
+    assert "e2b-step-cache: recording stopped at step 0002" in err, err[-3000:]
+    assert "step 3's layer is not kept: recording stopped at step 2" in err, err[-3000:]
+    assert "template: step cache: 1 layers kept, 1 refused" in err, err[-3000:]
+    again = build(d, tmp_path / "out")
+    assert "template: step cache: 1 of 3 steps found" in again.stderr, again.stderr[-3000:]
+
+
+def nonce_build(folder: pathlib.Path, out: pathlib.Path, tenant: str) -> tuple:
+    cp = build(folder, out, f"tenant={tenant}")
+    return (out / folder.name / "work/mkosi-out/image/nonce").read_text(), cp.stderr
+
+
+def test_a_tenant_keeps_its_own_layers(tmp_path):
+    """tenant=: the same folder, at the same path, built for tenant a, then
+    b, then a again: b's step runs (a new nonce), a's second build takes
+    its first build's layer (a's nonce); an odd tenant name is refused."""
+    d = tmp_path / "tenanted"
+    d.mkdir()
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": [
+        {"type": "RUN", "args": ["head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' > /nonce", "root"]}]}))
+    out = tmp_path / "out"
+    first, err = nonce_build(d, out, "a")
+    assert "template: step cache: 0 of 1 steps found" in err, err[-3000:]
+    other, err = nonce_build(d, out, "b")
+    assert other != first and "template: step cache: 0 of 1 steps found" in err, err[-3000:]
+    again, err = nonce_build(d, out, "a")
+    assert again == first and "template: step cache: 1 of 1 steps found" in err, err[-3000:]
+    cp = testimages.make("e2b-rt", tmp_path / "out-odd", "image", f"template={d}", "tenant=a/../b")
+    assert cp.returncode != 0 and "tenant=a/../b: not a tenant name" in cp.stderr, cp.stderr[-3000:]
+    assert "template: step cache" not in cp.stderr
+
+
 # The host half, without a build.
 
 def staged(tmp_path: pathlib.Path, steps: list, force: bool = False, scope: str = "/t", base: str = "flavor:e2b-rt"):
@@ -203,6 +252,92 @@ def test_store_keeps_only_what_the_log_vouches_for(tmp_path):
     step_cache.store(cfg, str(made), str(log))
     step_cache.stage(cfg, str(tmp_path / "staged"))
     assert sorted(os.listdir(tmp_path / "staged")) == ["0001.json", "0001.tar"]
+
+
+def made_layers(made: pathlib.Path, positions) -> list:
+    """Layers at POSITIONS in MADE, each with its one vouching line."""
+    made.mkdir(exist_ok=True)
+    lines = []
+    for pos in positions:
+        (made / f"{pos:04d}.tar").write_bytes(b"tar %d" % pos)
+        (made / f"{pos:04d}.json").write_bytes(b"{}")
+        lines.append(f"e2b-step-cache: step {pos:04d} tar={hashlib.sha256(b'tar %d' % pos).hexdigest()} "
+                     f"meta={hashlib.sha256(b'{}').hexdigest()}")
+    return lines
+
+
+def kept(cfg) -> list:
+    """The positions whose layers are in the cache."""
+    keys = [k for k, _ in step_cache.chain_keys(cfg)]
+    have = {p.name for p in pathlib.Path(cfg["cache"]).iterdir()} if os.path.isdir(cfg["cache"]) else set()
+    return [i + 1 for i, k in enumerate(keys) if k in have]
+
+
+def test_store_keeps_nothing_from_where_recording_stopped(tmp_path):
+    """Issue 49, finding 13: once recording a layer failed (layers.py says
+    so on the log), a later step's line of its own, alone for its
+    position and matching the files it wrote, keeps nothing."""
+    cfg = staged(tmp_path, steps())
+    step_cache.stage(cfg, str(tmp_path / "first"))
+    made = tmp_path / "made"
+    lines = made_layers(made, (1, 2, 3))
+    log = tmp_path / "log"
+    log.write_text("\n".join([lines[0], "template: step cache: step 2 not recorded, nor the steps after it: x",
+                              "e2b-step-cache: recording stopped at step 0002", lines[2]]) + "\n")
+    assert step_cache.store(cfg, str(made), str(log)) == 0
+    assert kept(cfg) == [1]
+    # A stop line a step printed itself only keeps less; one that ran into a step's output still counts.
+    shutil.rmtree(cfg["cache"])
+    log.write_text("\n".join(lines) + "\nsome output without its newlinee2b-step-cache: recording stopped at step 0003\n")
+    assert step_cache.store(cfg, str(made), str(log)) == 0
+    assert kept(cfg) == [1, 2]
+
+
+def test_store_reads_the_made_folder_only_as_its_own(tmp_path):
+    """Issue 49, finding 10: the build's layer folder lies in its output,
+    which a step can write; a link there to a folder elsewhere (whose
+    layers the log even vouches for) keeps nothing, and neither does a
+    layer larger than the cache's cap."""
+    cfg = staged(tmp_path, steps())
+    step_cache.stage(cfg, str(tmp_path / "first"))
+    elsewhere = tmp_path / "elsewhere"
+    log = tmp_path / "log"
+    log.write_text("\n".join(made_layers(elsewhere, (1, 2))) + "\n")
+    made = tmp_path / "made"
+    made.symlink_to(elsewhere)
+    with pytest.raises(step_cache.CacheError, match="not a directory of the build's own"):
+        step_cache.store(cfg, str(made), str(log))
+    assert kept(cfg) == []
+    made.unlink()
+    made.mkdir()
+    lines = made_layers(made, (1,))
+    with open(made / "0001.tar", "wb") as f:
+        f.truncate(2 << 20)   # over the 1 MB cap
+    log.write_text(f"e2b-step-cache: step 0001 tar={testimages.sha256_file(made / '0001.tar')} "
+                   f"meta={lines[0].rsplit('meta=', 1)[1]}\n")
+    assert step_cache.store(cfg, str(made), str(log)) == 0
+    assert kept(cfg) == []
+
+
+def test_a_tenant_scopes_the_keys(tmp_path):
+    """tenant=: the same folder under two tenants shares no key; the same
+    tenant and folder, all; no tenant keeps the folder's keys of before."""
+    plain = step_cache.chain_keys(staged(tmp_path, steps()))
+    a = step_cache.chain_keys(dict(staged(tmp_path, steps()), tenant="a"))
+    b = step_cache.chain_keys(dict(staged(tmp_path, steps()), tenant="b"))
+    assert a == step_cache.chain_keys(dict(staged(tmp_path, steps()), tenant="a"))
+    assert not {k for k, _ in a} & {k for k, _ in b} and not {k for k, _ in a} & {k for k, _ in plain}
+    # The folder still counts under one tenant: a tenant's two folders stay apart.
+    assert not {k for k, _ in a} & {k for k, _ in step_cache.chain_keys(dict(staged(tmp_path, steps(), scope="/u"),
+                                                                              tenant="a"))}
+    cfg = staged(tmp_path, steps())
+    for bad in ("", "a b", "../x", "-a", "a" * 65, "é"):
+        cp = subprocess.run(["/usr/bin/python3", "-m", "template.e2b.step_cache", "stage", "--steps", cfg["steps"],
+                             "--tree", cfg["tree"], "--scope", "/t", f"--tenant={bad}", "--base-id", "x",
+                             "--cache", cfg["cache"], "--max-mb", "1", "--config", str(tmp_path / "c.json"),
+                             "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(testimages.ROOT)})
+        assert cp.returncode == 1 and "not a tenant name" in cp.stderr, (bad, cp.stderr)
 
 
 def test_the_cap_removes_the_least_recently_used(tmp_path):
