@@ -28,6 +28,8 @@
 #   registry tag cert_dir flavors boot_timeout    (ci/ci.mk; cert_dir also for a template's fromImage)   archive=FILE (ci-patch-check)
 #   build=DIR [build]      fuzz_seconds [300]     pytest_args=...
 #   base=oci:PATH[:REF]|docker-archive:FILE   builder mode (template/README.md)
+#   step_cache=0|1 [1] step_cache_max_mb [4096] tenant=NAME template_path=DIR[:DIR...]
+#   trust_image_cache=0|1 [0]                     (E2B templates: template/README.md)
 # Toolchain variables keep make's usual names: CC CLANG CFLAGS PKG_CONFIG DESTDIR.
 # The upper-case names these knobs once had (BUILD, FUZZ_SECONDS, PYTEST_ARGS,
 # PACK, MKOSI_ARGS) are still accepted.

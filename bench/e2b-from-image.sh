@@ -52,15 +52,19 @@ build "$tmp/fill-peer.log" cert_dir="$certs" flavor=e2b-rt base="$layout" > /dev
 build "$tmp/fill-tmpl.log" cert_dir="$certs" template="$tmp/from-image" > /dev/null
 peer=() tmpl=() split=
 for i in $(seq 1 "$runs"); do
-    digest=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["digest"])' "$tmp/from-image/e2b.template.lock")
-    rm -rf "out/cache/e2b-images/${digest/:/-}" "$tmp/from-image/e2b.template.lock"
+    # The pulled image's place in the cache: by repository and digest (template/e2b/pull.py).
+    pulled=$(/usr/bin/python3 -c 'import json, sys, urllib.parse
+lock = json.load(open(sys.argv[1]))
+print("out/cache/e2b-images/" + urllib.parse.quote(lock["name"], safe="") + "/" + lock["digest"].replace(":", "-"))' \
+        "$tmp/from-image/e2b.template.lock")
+    rm -rf "$pulled" "$tmp/from-image/e2b.template.lock"
     tmpl+=("$(build "$tmp/t.log" cert_dir="$certs" template="$tmp/from-image")")
     [ -n "$split" ] || split=$(phases "$tmp/t.log")
     peer+=("$(build "$tmp/p.log" flavor=e2b-rt base="$layout")")
 done
 p=$(median "${peer[@]}")
 t=$(median "${tmpl[@]}")
-size=$(du -sb "out/cache/e2b-images/${digest/:/-}" | cut -f1)
+size=$(du -sb "$pulled" | cut -f1)
 echo "e2b-from-image: $(nproc) cores, load before $load0, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "e2b-from-image: base $image, $((size / 1048576)) MiB pulled"
 echo "e2b-from-image: builder mode on it from a local layout (peer): ${p} s  (runs: ${peer[*]})"

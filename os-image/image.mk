@@ -63,10 +63,17 @@ template        ?=
 step_cache      ?= 1
 step_cache_max_mb ?= 4096
 tenant          ?=
+# E2B templates: the folders (colon-separated) where fromTemplate finds a
+# local template by name; none by default (template/README.md).
+template_path   ?=
+# 1: a fromImage copy in the cache is used without the registry confirming
+# the credentials can read it (also with offline=1; template/README.md).
+trust_image_cache ?= 0
 FLAVORS         := $(notdir $(wildcard os-image/mkosi.profiles/*))
 TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLAVORS='$(FLAVORS)' \
         E2B_SDK='$(abspath $(E2B_SDK))' E2B_SDK_REQUIREMENTS='$(abspath $(E2B_SDK_REQUIREMENTS))' \
-        STEP_CACHE_ON='$(step_cache)' STEP_CACHE_MAX_MB='$(step_cache_max_mb)' TENANT='$(tenant)'
+        STEP_CACHE_ON='$(step_cache)' STEP_CACHE_MAX_MB='$(step_cache_max_mb)' TENANT='$(tenant)' \
+        TEMPLATE_PATH='$(template_path)' TRUST_IMAGE_CACHE='$(trust_image_cache)'
 
 .PHONY: image image-preflight repro guest-tools
 image: tools

@@ -7,8 +7,13 @@
 #   TEMPLATE  the template directory (template/README.md)
 #   OUTROOT   out/: the template goes to OUTROOT/<name>/ (OUTROOT/repro/<name>/ with REPRO=1)
 #   FLAVORS   the flavors, which a template's base must be one of and its name none of
+#   TEMPLATE_PATH   the folders (colon-separated) where an E2B template's
+#             fromTemplate finds a local template by its folder's name; empty:
+#             none (make template_path=; never the template's own parent)
 #   TENANT    whose the build is (make tenant=): the step cache's scope,
 #             with the folder; empty: the folder alone
+#   TRUST_IMAGE_CACHE   1: a fromImage copy in the cache is used without the
+#             registry's confirmation (make trust_image_cache=)
 #   E2B_SDK, E2B_SDK_REQUIREMENTS   the venv of E2B's Python SDK and its pinned
 #             requirements (template/template.mk), made here on first use, for
 #             a Dockerfile template only (e2b.toml, e2b.Dockerfile, Dockerfile)
@@ -42,10 +47,19 @@ case "${STEP_CACHE_ON:-1}" in 0|1) ;; *) die "step_cache=${STEP_CACHE_ON}: 1 (us
 case "${STEP_CACHE_MAX_MB:-4096}" in
     ''|*[!0-9]*) die "step_cache_max_mb=${STEP_CACHE_MAX_MB}: a whole number of MB (the step cache's cap)" ;;
 esac
+case "${TRUST_IMAGE_CACHE:-0}" in 0|1) ;; *) die "trust_image_cache=$(pymod sandbox.termsafe "$TRUST_IMAGE_CACHE"): 0 (a cached fromImage is used once its registry confirms access) or 1 (used unconfirmed)" ;; esac
 # tenant=: letters, digits, '.', '_', '-', 1 to 64 of them, a letter or digit first.
 if [ -n "${TENANT:-}" ] && ! [[ "$TENANT" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]]; then
     die "tenant=$(pymod sandbox.termsafe "$TENANT"): not a tenant name (1 to 64 of A-Z a-z 0-9 . _ -, a letter or digit first); it scopes the step cache (template/README.md, \"The step cache\")"
 fi
+# template_path=: each folder where fromTemplate may find a local template.
+tpath=()
+IFS=: read -r -a tpath_in <<< "${TEMPLATE_PATH:-}"
+for d in "${tpath_in[@]}"; do
+    [ -n "$d" ] || continue
+    [ -d "$d" ] || die "template_path=$(pymod sandbox.termsafe "$TEMPLATE_PATH"): $(pymod sandbox.termsafe "$d") is not a folder"
+    tpath+=("$(cd "$d" && pwd)")
+done
 pulled=
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
 out=
@@ -100,9 +114,11 @@ format=$(field format)
 if [ "$format" = e2b ]; then
     # E2B's Template JSON (or a Dockerfile template, converted to one).
     # fromTemplate naming another local template: the folder of that name
-    # beside this one, itself E2B's format or a Dockerfile one, built first
-    # in the same build (its steps, then these); the chain ends at one of
-    # E2B's own templates, as our flavor.
+    # in the first folder of template_path= that has one (never, by
+    # default, one beside this one: another tenant's folder may sit there),
+    # itself E2B's format or a Dockerfile one, built first in the same build
+    # (its steps, then these); the chain ends at one of E2B's own templates,
+    # as our flavor, or a registry image.
     from() { field_of "$1" from "$2"; }
     chain=("$json" "$TEMPLATE")
     cur=$json names=$name
@@ -110,8 +126,12 @@ if [ "$format" = e2b ]; then
         parent=$(from "$cur" name)
         case " $names " in *" $parent "*) die "template=$TEMPLATE: fromTemplate cycle: $names $parent" ;; esac
         [ "${#chain[@]}" -lt 32 ] || die "template=$TEMPLATE: fromTemplate: more than 16 templates deep ($names)"
-        pdir=$(dirname "$TEMPLATE")/$parent
-        [ -d "$pdir" ] || die "template=$TEMPLATE: fromTemplate '$parent': no template folder $pdir beside it"
+        pdir=
+        for d in "${tpath[@]}"; do
+            if [ -d "$d/$parent" ]; then pdir=$d/$parent; break; fi
+        done
+        [ "${#tpath[@]}" -gt 0 ] || die "template=$TEMPLATE: fromTemplate '$parent': a local template is looked up only in the folders template_path= names, and none is given: pass template_path=DIR, DIR the folder that holds $parent/"
+        [ -n "$pdir" ] || die "template=$TEMPLATE: fromTemplate '$parent': no template folder $parent/ in template_path=$(pymod sandbox.termsafe "$TEMPLATE_PATH")"
         cur=$stage/from-${#chain[@]}.json
         read_template "$pdir" "$cur" ||
             die "template=$TEMPLATE: fromTemplate '$parent': its template is refused (see above)"
@@ -124,14 +144,19 @@ if [ "$format" = e2b ]; then
         flavor) base=$(from "$cur" name) ;;
         image)
             # A registry image: pulled by digest into the cache and pinned
-            # by the lock in the folder of the template that names it
-            # (template/e2b/pull.py); then builder mode, as for any base
-            # of one's own. Its config's Env starts the steps' ENVs.
+            # by the lock in the template= folder, which names the template
+            # of the chain it pins (template/e2b/pull.py); then builder
+            # mode, as for any base of one's own. Its config's Env starts
+            # the steps' ENVs.
             pulled=$stage/pulled.json
-            pymod template.e2b.pull --ref "$(from "$cur" ref)" --template "${chain[1]}" --cache "$CACHE" \
-                ${CERT_DIR:+--cert-dir "$CERT_DIR"} --registry-auth "$(field_of "$cur" registry_auth)" > "$pulled" || exit 1
+            pull_flags=()
+            [ "${OFFLINE:-0}" != 1 ] || pull_flags+=(--offline)
+            [ "${TRUST_IMAGE_CACHE:-0}" != 1 ] || pull_flags+=(--trust-cache)
+            pymod template.e2b.pull --ref "$(from "$cur" ref)" --template "$TEMPLATE" --holder "$(field_of "$cur" name)" \
+                --cache "$CACHE" ${CERT_DIR:+--cert-dir "$CERT_DIR"} --registry-auth "$(field_of "$cur" registry_auth)" \
+                "${pull_flags[@]}" > "$pulled" || exit 1
             base=$(field_of "$pulled" base)
-            BASE_NAME=$(field_of "$pulled" name) BASE_DIGEST=$(field_of "$pulled" digest) lockdir=${chain[1]}
+            BASE_NAME=$(field_of "$pulled" name) BASE_DIGEST=$(field_of "$pulled" digest)
             export BASE_NAME BASE_DIGEST ;;
     esac
 else
@@ -189,7 +214,9 @@ if [ "${REPRO:-0}" = 1 ]; then out=$OUTROOT/repro/$name; else out=$OUTROOT/$name
 [ -e "$out" ] || made_out=1
 mkdir -p "$out"
 # The scripts as the build's own copy of the sources has them (@SRC@:
-# build.sh's copy, what the sandbox sees; never this checkout).
+# build.sh's copy, what the sandbox sees; never this checkout). E2B_TEMPLATE:
+# os-image/mkosi.finalize makes the linker cache with the build machine's
+# ldconfig, not the image's, which a template can replace.
 args=(--extra-tree "$tree" --postinst-script @SRC@/template/template.postinst
       --finalize-script @SRC@/template/template.finalize --environment E2B_TEMPLATE=1)
 BUILD_SOURCES=
@@ -207,6 +234,4 @@ else
     bash "$top/os-image/build.sh" || exit 1
 fi
 # A tag resolved by this build is pinned only once the build succeeded.
-[ -z "$pulled" ] || pymod template.e2b.pull --write-lock "$pulled" --template "$lockdir"
-# E2B_TEMPLATE: os-image/mkosi.finalize makes the linker cache with the
-# build machine's ldconfig, not the image's, which a template can replace.
+[ -z "$pulled" ] || pymod template.e2b.pull --write-lock "$pulled" --template "$TEMPLATE"

@@ -142,9 +142,15 @@ def write_e2b(folder: pathlib.Path, template: dict) -> pathlib.Path:
     return folder
 
 
+def build_in(template: pathlib.Path, out: pathlib.Path, path: pathlib.Path | None = None):
+    """`make template=` on e2b-rt, with template_path=PATH when given."""
+    return testimages.make("e2b-rt", out, "image", f"template={template}",
+                           *([f"template_path={path}"] if path else []))
+
+
 def test_a_template_on_another_local_template(tmp_path, example):
-    """fromTemplate naming a folder beside it: the base's steps, then its
-    own, with the base's workdir and ENVs carried on and USER back at
+    """fromTemplate naming a folder in template_path=: the base's steps, then
+    its own, with the base's workdir and ENVs carried on and USER back at
     `user` (E2B's default USER phase runs again); its base's start and
     ready commands, in the base's context, since it sets none of its own."""
     write_e2b(tmp_path / "chain-base", {"fromTemplate": "base", "steps": [
@@ -157,7 +163,7 @@ def test_a_template_on_another_local_template(tmp_path, example):
         {"type": "RUN", "args": ["echo \"$FROM_BASE|$(pwd)|$(id -un)\" > /tmp/child-saw; cp /tmp/child-saw .", "root"]},
         {"type": "RUN", "args": ["id -un > ~/child-user"]}]})
     out = tmp_path / "out"
-    cp = testimages.build_template(child, "e2b-rt", out)
+    cp = build_in(child, out, tmp_path)
     assert cp.returncode == 0, cp.stderr[-4000:]
     t = out / "chain-child/work/mkosi-out/image"
     assert (t / "srv/base/base-ran").read_text() == "base\n"
@@ -181,6 +187,27 @@ def test_a_fromtemplate_cycle_and_a_missing_base_are_refused(tmp_path):
                           ("orphan", "fromTemplate 'no-such-template': no template folder"),
                           ("on-conf", "is a template.conf template; an E2B template builds on E2B templates")):
         out = tmp_path / f"out-{name}"
-        cp = testimages.build_template(tmp_path / name, "e2b-rt", out)
+        cp = build_in(tmp_path / name, out, tmp_path)
         assert cp.returncode != 0 and message in cp.stderr, (name, cp.stderr[-2000:])
         assert not (out / name).exists()
+
+
+def test_fromtemplate_finds_no_sibling_without_template_path(tmp_path):
+    """Issue 49, finding 8: where tenants' folders sit side by side,
+    fromTemplate naming a sibling staged the victim's files into the
+    attacker's image. A local template is looked up only in the folders
+    template_path= names: without it the sibling is refused, naming the
+    knob; a template_path= without it does not find it either; nothing is
+    built."""
+    victim = write_e2b(tmp_path / "tenants/victim", {"fromTemplate": "base", "steps": []})
+    (victim / "secret.txt").write_text("the victim's\n")
+    attacker = write_e2b(tmp_path / "tenants/attacker", {"fromTemplate": "victim", "steps": []})
+    elsewhere = tmp_path / "shared-templates"
+    elsewhere.mkdir()
+    for path, message in ((None, "fromTemplate 'victim': a local template is looked up only in the folders "
+                                 "template_path= names, and none is given: pass template_path=DIR"),
+                          (elsewhere, f"fromTemplate 'victim': no template folder victim/ in template_path={elsewhere}")):
+        out = tmp_path / "out"
+        cp = build_in(attacker, out, path)
+        assert cp.returncode != 0 and message in cp.stderr, cp.stderr[-2000:]
+        assert not (out / "attacker").exists() and "mkosi" not in cp.stderr

@@ -369,14 +369,14 @@ def test_e2b_template_json_wins_over_a_dockerfile_in_make(tmp_path):
 
 
 def test_a_dockerfile_template_as_a_base_is_read_the_same_way(tmp_path):
-    """fromTemplate naming a sibling Dockerfile folder: read through E2B's
-    SDK too (here its e2b.toml's fault stops the chain, named, before mkosi)."""
+    """fromTemplate naming a Dockerfile folder of template_path=: read through
+    E2B's SDK too (here its e2b.toml's fault stops the chain, named, before mkosi)."""
     folder(tmp_path, {"e2b.Dockerfile": "FROM e2bdev/base\nRUN true\n", "e2b.toml": "cpu_count = 0\n"}, "df-parent")
     child = folder(tmp_path, {"e2b.template.json": json.dumps(
         {"fromTemplate": "df-parent", "steps": [{"type": "RUN", "args": ["true"], "force": False}]})}, "child")
     out = tmp_path / "out"
-    cp = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "image", f"template={child}", f"out={out}"],
-                        capture_output=True, text=True, timeout=600)
+    cp = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "image", f"template={child}", f"out={out}",
+                         f"template_path={tmp_path}"], capture_output=True, text=True, timeout=600)
     assert cp.returncode != 0 and f"template: {tmp_path}/df-parent/e2b.toml: key 'cpu_count' = 0" in cp.stderr, \
         cp.stderr
     assert f"template={child}: fromTemplate 'df-parent': its template is refused" in cp.stderr

@@ -1,6 +1,8 @@
 """An E2B template's fromImage: a base pulled from a real registry on
 loopback (docker-registry with TLS from a test CA and htpasswd auth,
-tests/registry.py), pinned by digest in a lock beside the template.
+tests/registry.py), pinned by digest in a lock in the template= folder,
+cached by repository and digest, a cached copy used only on the registry's
+word that the credentials in use read it (issue 49, finding 7).
 
 The base is a real Debian trixie (tests/builder/bases.py) with an Env in its
 config, pushed under `library/python:3.13` at the loopback registry's
@@ -15,6 +17,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import urllib.parse
 
 import pytest
 
@@ -24,6 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "builder"))
 import bases  # noqa: E402
 import sdk_helpers  # noqa: E402
 import testimages  # noqa: E402
+from harness import free_port  # noqa: E402
 from registry import tls_registry  # noqa: E402
 
 ROOT = testimages.ROOT
@@ -79,7 +83,7 @@ def sdk_template(folder: pathlib.Path, image: str) -> pathlib.Path:
 
 
 def pull(r: dict, folder: pathlib.Path, cache: pathlib.Path, ref: str | None = None, auth: bool = True,
-         certs: bool = True) -> subprocess.CompletedProcess:
+         certs: bool = True, extra: tuple = ()) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "REGISTRY_AUTH_FILE"}
     env["PYTHONPATH"] = str(ROOT)
     # An auth file that does not exist: skopeo's defaults (root's) are not the test's.
@@ -87,7 +91,7 @@ def pull(r: dict, folder: pathlib.Path, cache: pathlib.Path, ref: str | None = N
     cmd = [*PULL, "--ref", ref or r["image"], "--template", str(folder), "--cache", str(cache)]
     if certs:
         cmd += ["--cert-dir", r["certs"]]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +110,8 @@ def built(registry, tmp_path_factory):
 def test_from_image_builds_on_the_pulled_base_pinned_by_digest(registry, built):
     digest = registry_digest(registry, "library/python:3.13")
     lock = json.loads((built.folder / "e2b.template.lock").read_text())
-    assert lock == {"fromImage": registry["image"], "name": f"{registry['addr']}/library/python", "digest": digest}
+    assert lock == {"fromImage": registry["image"], "name": f"{registry['addr']}/library/python", "digest": digest,
+                    "template": "from-image"}
     t = built.tree
     assert (t / bases.MARKER.lstrip("/")).read_text() == bases.MARKER_TEXT  # the registry's base, its layers
     assert not (t / bases.DOOMED.lstrip("/")).exists()
@@ -142,10 +147,14 @@ def test_a_lock_pins_the_digest_when_the_tag_moves(registry, tmp_path):
     lock_after_build(folder, cp.stdout, tmp_path)
     moved = push(registry, "py", "team/moving:1")
     assert moved != first
-    # Locked: the old digest, from the cache; the registry is not asked.
-    cp = pull(registry, folder, tmp_path / "cache", moving, auth=False, certs=False)
+    # Locked: the old digest, from the cache (not pulled again) once the
+    # registry has confirmed that these credentials read it.
+    index = cached_layout(tmp_path / "cache", registry, "team/moving", first) / "index.json"
+    ino = index.stat().st_ino
+    cp = pull(registry, folder, tmp_path / "cache", moving)
     assert cp.returncode == 0, cp.stderr
     assert json.loads(cp.stdout)["digest"] == first and "IMAGE_ENV" not in cp.stdout
+    assert index.stat().st_ino == ino
     # Locked, empty cache: the old digest again, pulled by digest.
     cp = pull(registry, folder, tmp_path / "cache2", moving)
     assert cp.returncode == 0 and json.loads(cp.stdout)["digest"] == first, cp.stderr
@@ -157,7 +166,16 @@ def test_a_lock_pins_the_digest_when_the_tag_moves(registry, tmp_path):
     assert out["digest"] == moved and out["env"]["E2B_TEST_IMAGE_ENV"] == "from the image config"
     lock_after_build(folder, cp.stdout, tmp_path)
     assert json.loads((folder / "e2b.template.lock").read_text())["digest"] == moved
-    assert not [p for p in (tmp_path / "cache" / "e2b-images").iterdir() if p.name.startswith(".")]
+    # No pull left a temporary folder; the cache holds the repository's two digests.
+    assert [p.name for p in (tmp_path / "cache" / "e2b-images").iterdir()] == \
+        [urllib.parse.quote(f"{registry['addr']}/team/moving", safe="")]
+    assert sorted(p.name for p in cached_layout(tmp_path / "cache", registry, "team/moving", first).parent.iterdir()) \
+        == sorted(d.replace(":", "-") for d in (first, moved))
+
+
+def cached_layout(cache: pathlib.Path, r: dict, repo: str, digest: str) -> pathlib.Path:
+    """Where template/e2b/pull.py keeps REPO@DIGEST: by repository and digest."""
+    return cache / "e2b-images" / urllib.parse.quote(f"{r['addr']}/{repo}", safe="") / digest.replace(":", "-")
 
 
 def lock_after_build(folder: pathlib.Path, pulled: str, tmp_path: pathlib.Path) -> None:
@@ -183,6 +201,113 @@ def test_a_lock_for_another_image_is_refused(registry, tmp_path):
     (folder / "e2b.template.lock").write_text("{not json")
     cp = pull(registry, folder, tmp_path / "cache")
     assert cp.returncode == 1 and "not a lock this build wrote" in cp.stderr, cp.stderr
+
+
+# Issue 49, finding 7: a lock cannot send fromImage to another repository,
+# and a copy in the cache is used only on the registry's word that the
+# credentials in use can read that digest in that repository.
+
+def write_lock(folder: pathlib.Path, ref: str, name: str, digest: str) -> None:
+    (folder / "e2b.template.lock").write_text(json.dumps(
+        {"fromImage": ref, "name": name, "digest": digest, "template": folder.name}))
+
+
+def test_a_lock_naming_another_repository_is_refused(registry, tmp_path):
+    """A lock pins a digest of fromImage's own repository: one that names
+    another (where the operator's credentials could read a secret image)
+    is refused, naming both, before the registry is asked."""
+    folder = sdk_template(tmp_path / "redirect", registry["image"])
+    secret = f"{registry['addr']}/team/secret"
+    write_lock(folder, registry["image"], secret, registry_digest(registry, "library/python:3.13"))
+    cp = pull(registry, folder, tmp_path / "cache")
+    assert cp.returncode == 1 and cp.stdout == "", cp.stderr
+    assert f"pins repository '{secret}'" in cp.stderr, cp.stderr
+    assert f"names repository '{registry['addr']}/library/python'" in cp.stderr, cp.stderr
+
+
+def test_a_cached_copy_is_not_another_repositorys(registry, tmp_path):
+    """Repository A's image, pulled into the cache, is not what a lock of
+    repository B with the same digest gets: B does not have that digest,
+    the registry says so, and nothing is built."""
+    cache = tmp_path / "cache"
+    a = sdk_template(tmp_path / "repo-a", registry["image"])
+    cp = pull(registry, a, cache)
+    assert cp.returncode == 0, cp.stderr
+    digest = json.loads(cp.stdout)["digest"]
+    b_ref = f"{registry['addr']}/team/other:1"
+    push(registry, bases.REF, "team/other:1")   # B exists, with another image
+    b = sdk_template(tmp_path / "repo-b", b_ref)
+    write_lock(b, b_ref, f"{registry['addr']}/team/other", digest)
+    cp = pull(registry, b, cache, b_ref)
+    assert cp.returncode == 1 and cp.stdout == "", cp.stderr
+    assert f"the registry {registry['addr']} did not confirm that the credentials in use can read " \
+           f"{registry['addr']}/team/other@{digest}" in cp.stderr and "manifest unknown" in cp.stderr, cp.stderr
+    assert not cached_layout(cache, registry, "team/other", digest).exists()
+
+
+def test_a_cached_copy_needs_the_registry(registry, tmp_path):
+    """A locked, cached image is not used when the credentials in use cannot
+    read it, nor when its registry does not answer: the pull fails naming
+    the registry. offline=1 refuses (the registry cannot confirm), unless
+    the operator trusts the cache (trust_image_cache=1)."""
+    cache = tmp_path / "cache"
+    folder = sdk_template(tmp_path / "cached", registry["image"])
+    cp = pull(registry, folder, cache)
+    assert cp.returncode == 0, cp.stderr
+    lock_after_build(folder, cp.stdout, tmp_path)
+    digest = json.loads(cp.stdout)["digest"]
+    cp = pull(registry, folder, cache, auth=False)
+    assert cp.returncode == 1 and cp.stdout == "", cp.stderr
+    assert f"the registry {registry['addr']} did not confirm" in cp.stderr and "unauthorized" in cp.stderr.lower()
+    # A registry that does not answer, with that image in the cache under its name.
+    down = f"127.0.0.1:{free_port()}"
+    down_ref = f"{down}/library/python:3.13"
+    gone = sdk_template(tmp_path / "down", down_ref)
+    write_lock(gone, down_ref, f"{down}/library/python", digest)
+    copy = cache / "e2b-images" / urllib.parse.quote(f"{down}/library/python", safe="") / digest.replace(":", "-")
+    shutil.copytree(cached_layout(cache, registry, "library/python", digest), copy)
+    cp = pull(registry, gone, cache, down_ref)
+    assert cp.returncode == 1 and f"the registry {down} did not confirm" in cp.stderr, cp.stderr
+    cp = pull(registry, folder, cache, extra=("--offline",))
+    assert cp.returncode == 1 and "offline=1" in cp.stderr and "trust_image_cache=1" in cp.stderr, cp.stderr
+    cp = pull(registry, folder, cache, auth=False, extra=("--offline", "--trust-cache"))
+    assert cp.returncode == 0 and json.loads(cp.stdout)["digest"] == digest, cp.stderr
+    assert "unconfirmed by the registry (trust_image_cache=1)" in cp.stderr
+
+
+def test_offline_refuses_a_fromimage_before_anything_is_built(registry, tmp_path):
+    folder = sdk_template(tmp_path / "offline", registry["image"])
+    cp = testimages.make("e2b-rt", tmp_path / "out", "image", f"template={folder}", "offline=1",
+                         f"cert_dir={registry['certs']}", env={**os.environ, "REGISTRY_AUTH_FILE": registry["auth"]})
+    assert cp.returncode != 0 and "offline=1" in cp.stderr and "build once without offline=1" in cp.stderr, \
+        cp.stderr[-3000:]
+    assert "image: base:" not in cp.stderr and not (tmp_path / "out" / "offline").exists()
+
+
+def test_a_chains_lock_is_written_into_the_template_folder(registry, tmp_path):
+    """Issue 49, finding 8: a template on a local template (template_path=)
+    whose fromImage is that base's builds, and its lock goes into the
+    template= folder, naming the template it pins; the base's folder, where
+    another tenant's files may be, gets none. A lock there that pins
+    another template's fromImage is refused."""
+    lib = tmp_path / "lib"
+    parent = sdk_template(lib / "img-parent", registry["image"])
+    child = tmp_path / "tenant" / "img-child"
+    child.mkdir(parents=True)
+    (child / "e2b.template.json").write_text(json.dumps(
+        {"fromTemplate": "img-parent", "steps": [{"type": "RUN", "args": ["echo child > /child", "root"]}]}))
+    out = tmp_path / "out"
+    cp = testimages.make("e2b-rt", out, "image", f"template={child}", f"template_path={lib}",
+                         f"cert_dir={registry['certs']}", env={**os.environ, "REGISTRY_AUTH_FILE": registry["auth"]})
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    assert (out / "img-child/work/mkosi-out/image/child").read_text() == "child\n"
+    lock = json.loads((child / "e2b.template.lock").read_text())
+    assert lock == {"fromImage": registry["image"], "name": f"{registry['addr']}/library/python",
+                    "digest": registry_digest(registry, "library/python:3.13"), "template": "img-parent"}
+    assert not (parent / "e2b.template.lock").exists()
+    (child / "e2b.template.lock").write_text(json.dumps(dict(lock, template="img-child")))
+    cp = pull(registry, child, tmp_path / "cache", extra=("--holder", "img-parent"))
+    assert cp.returncode == 1 and "pins the fromImage of template 'img-child'" in cp.stderr, cp.stderr
 
 
 def failed_build(registry, tmp_path, image, **kw):
