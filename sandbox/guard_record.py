@@ -251,9 +251,20 @@ def closure(rootfd):
         needed, runpath, interp, dlopened = elf_info(rootfd, path)
         if interp:
             loaders.add(interp)
-        for n in needed + dlopened:
+        for n in needed:
             names.add(n)
             todo += candidates(rootfd, n, search_dirs(rootfd, runpath))
+        # A library PID 1 or nft may dlopen() counts where the image has it
+        # when the record is made: every copy of it, an earlier one planted
+        # in the loader's path included. One the flavor lacks is the
+        # template's to install (gnupg's libgcrypt20, openssh-client's
+        # libfido2-1), as any package: a template owns its image, and a
+        # service of its own as root could change the firewall anyway.
+        for n in dlopened:
+            found = candidates(rootfd, n, search_dirs(rootfd, runpath))
+            if found:
+                names.add(n)
+                todo += found
     return sorted(names), sorted(loaders)
 
 

@@ -167,6 +167,19 @@ def test_build_commands_cannot_change_what_the_loader_takes(tmp_path, web):
     each_named(tmp_path, LOADER, web)
 
 
+def test_a_library_systemd_may_dlopen_that_the_flavor_lacks_is_the_templates_to_install(tmp_path, web):
+    """systemd's .note.dlopen names libgcrypt (journal sealing), which e2b-rt
+    does not ship: a template may install it from the archive, as gnupg
+    does, without the guard check refusing it (the ones the flavor has
+    count: test_build_commands_cannot_change_what_the_loader_takes)."""
+    tree = web.tree
+    assert not list((tree / "usr/lib/x86_64-linux-gnu").glob("libgcrypt.so.20*"))
+    out = tmp_path / "out"
+    cp = testimages.build_template(bad_template(tmp_path, "packages = libgcrypt20\n"), "e2b-rt", out)
+    assert cp.returncode == 0, cp.stderr[-4000:]
+    assert list((out / "bad/work/mkosi-out/image/usr/lib/x86_64-linux-gnu").glob("libgcrypt.so.20*"))
+
+
 def test_a_replaced_ldconfig_does_not_make_the_images_cache(tmp_path, web):
     """The image's ldconfig is the template's to replace: here by a script
     that makes the cache with /opt/evil (a copy of libnftnl) first. The
