@@ -12,6 +12,7 @@
 #   make ci-patch-check           apply e2b-ci's patches to the pinned archive, no mkosi
 #   make tools                    build the C tools into build/
 #   make test                     install what is missing, build, run every test layer
+#   make check                    the short loop: units, fuzz smoke, parsers, namespace layers; no image
 #   make deps                     install build and test dependencies (Debian 12/13, root)
 #   make fuzz                     run every fuzzer for longer (fuzz_seconds per target)
 #   make bench                    run the benchmarks in bench/
@@ -43,7 +44,7 @@ pytest_args  ?= $(PYTEST_ARGS)
 python       := /usr/bin/python3
 
 .DEFAULT_GOAL := image
-.PHONY: tools san-tools fuzzers units deps test clone-test fuzz bench clean
+.PHONY: tools san-tools fuzzers units deps test check clone-test fuzz bench clean
 
 include mk/c.mk
 include pin/pin.mk
@@ -65,6 +66,19 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
 	$(python) -m pytest -p no:cacheprovider -ra --durations=25 tests $(pytest_args)
+
+# The loop before every commit, without image builds and boots: the C
+# units, a short fuzz smoke, the parsers, the namespace layers (guard, mmds,
+# relays, hostlink against the real envd, the build sandbox) in both tool
+# builds. Tests marked `build` are left to make test; tests/check-bin's
+# stand-ins for mkosi and QEMU refuse, naming any test that reaches them.
+CHECK_TESTS := tests/test_c_units.py tests/test_fuzz_smoke.py tests/test_makefile.py tests/guard tests/mmds \
+	tests/relay tests/hostlink tests/sandbox tests/boot/test_checks.py tests/template/test_template_input.py \
+	tests/template/test_e2b_json.py tests/template/test_guard_loader.py
+check: deps
+	@$(MAKE) --no-print-directory tools san-tools units fuzzers
+	PATH="$(CURDIR)/tests/check-bin:$$PATH" FUZZ_SMOKE_SECONDS=3 $(python) -m pytest -p no:cacheprovider -ra \
+		--durations=10 -m "not build" $(CHECK_TESTS) $(pytest_args)
 
 # The clone-safety test alone (tests/boot/test_clone_snapshot.py, part of
 # `make test` too): the e2b-rt test image booted warm, snapshotted, restored

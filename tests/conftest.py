@@ -15,6 +15,10 @@ from durations import Durations  # noqa: E402
 _durations = Durations()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "build: needs an image build or a boot; make test runs it, make check does not")
+
+
 def pytest_runtest_logreport(report):
     _durations.add(report)
 

@@ -13,6 +13,9 @@ import sys
 
 import pytest
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 

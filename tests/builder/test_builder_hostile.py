@@ -25,6 +25,10 @@ import secrets
 import shutil
 import sys
 import tempfile
+import pytest  # noqa: E402
+
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

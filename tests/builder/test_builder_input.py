@@ -66,10 +66,12 @@ def test_not_a_layout(tmp_path):
     refused(tmp_path, f"oci:{tmp_path / 'empty'}", "is not an OCI image layout (no oci-layout and index.json")
 
 
+@pytest.mark.build
 def test_bad_ref_lists_the_refs(tmp_path, debian):
     refused(tmp_path, f"oci:{debian}:nope", f"base oci:{debian}:nope: {debian} has no ref 'nope'; its refs: v1")
 
 
+@pytest.mark.build
 def test_default_ref_is_latest(tmp_path, debian):
     refused(tmp_path, f"oci:{debian}", "has no ref 'latest'; its refs: v1")
 
@@ -118,6 +120,7 @@ def test_os_release_not_served(tmp_path, fields, expect):
     refused(tmp_path, f"oci:{layout}", f"base oci:{layout}: ", expect)
 
 
+@pytest.mark.build
 def test_template_with_an_image_base_and_base_knob(tmp_path, debian):
     d = tmp_path / "tpl"
     d.mkdir()
@@ -142,6 +145,7 @@ def test_template_base_path_is_relative_to_the_template(tmp_path):
     assert not (out / "mine").exists()
 
 
+@pytest.mark.build
 def test_docker_archive_accepted_with_its_tag_and_digest(tmp_path, debian):
     """The accept path of docker-archive: (as `docker save` writes one): the
     quick steps pass (`make image-preflight`), naming the base by its tag and

@@ -23,6 +23,9 @@ from image_helpers import (  # noqa: F401  (fixtures are used by name; tree is r
     FLAVOR, ROOT, built, make_image, real_envd, sha256_file, tree, unit, words,
 )
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 GUARDED_UNITS = ("envd.service", "mmds.socket", "mmds-vsock.socket", "mmds.service")
 
 

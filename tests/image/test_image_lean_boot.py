@@ -10,6 +10,10 @@ import subprocess
 
 import testimages
 from image_helpers import built, tree, unit, words  # noqa: F401  (fixtures are used by name)
+import pytest  # noqa: E402
+
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
 
 
 def test_lean_boot_masks(tree):

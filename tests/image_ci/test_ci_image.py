@@ -22,6 +22,9 @@ import pytest
 import testimages
 from ci_helpers import ROOT, e2b_ci_build, make_wheel, run
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture(scope="module")
 def built():

@@ -21,6 +21,9 @@ from test_ci_server import run_in_stack
 sys.path.insert(0, str(ROOT / "tests"))
 import testimages  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 

@@ -32,6 +32,9 @@ from ci_helpers import ROOT, run
 sys.path.insert(0, str(ROOT / "tests"))
 import testimages  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 HERE = pathlib.Path(__file__).resolve().parent
 SDK_PACKAGE = "@e2b/code-interpreter@2.8.0"
 SDK_DIR = ROOT / "build" / "e2b-sdk"

@@ -18,6 +18,9 @@ import pytest
 import testimages
 from ci_helpers import FLAVOR_DIR, ROOT, e2b_ci_build, run
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 STACK_TABLE = FLAVOR_DIR / "stack-table.py"
 README = FLAVOR_DIR / "README.md"
 

@@ -31,6 +31,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import harness  # noqa: E402
 import testimages  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 ROOT = testimages.ROOT
 PROBE = pathlib.Path(__file__).resolve().parent / "probe.py"
 RESULT = "usr/lib/e2b-probe.json"

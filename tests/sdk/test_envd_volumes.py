@@ -15,6 +15,9 @@ import pytest
 from expectations import VOLUME_CHECKS
 from sdk_helpers import StackRun, rt_tree  # noqa: F401  (rt_tree is a fixture, used by name)
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 

@@ -22,6 +22,9 @@ from expectations import CI_EXPECTED, CI_LANGUAGE_EXPECTED
 from sdk_helpers import StackRun, npm_sdk, py_sdk, tree
 from testimages import CI_LANGUAGE_KERNEL as LANGUAGE_KERNEL, ci_kernels, ci_languages
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 HERE = pathlib.Path(__file__).resolve().parent
 EXPECTED = {**CI_EXPECTED, **CI_LANGUAGE_EXPECTED}
 CASE_LANGUAGE = {c["name"]: c["language"]

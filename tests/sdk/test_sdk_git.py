@@ -15,6 +15,9 @@ import pytest
 from expectations import GIT_CHECKS
 from sdk_helpers import rt_probe_fixture, rt_tree  # noqa: F401  (rt_tree is a fixture, used by name)
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 
 # The stack run of probe_git for the test's SDK.
 git_run = rt_probe_fixture("probe_git")

@@ -18,6 +18,9 @@ from sdk_helpers import (  # noqa: F401  (rt_tree is a fixture, used by name)
     NPM_SRC, npm_sdk, npm_version, pinned_py, py_sdk, rt_probe_fixture, rt_tree,
 )
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 
 # The stack run of probe_e2b for the test's SDK.
 run = rt_probe_fixture("probe_e2b")

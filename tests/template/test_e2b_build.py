@@ -22,6 +22,9 @@ import bases  # noqa: E402
 import e2b_example  # noqa: E402
 import testimages  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 ROOT = testimages.ROOT
 sdk_json = e2b_example.sdk_json
 

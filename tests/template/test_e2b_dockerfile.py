@@ -391,6 +391,7 @@ def example(tmp_path_factory):
     return testimages.copy_built(tmp_path_factory, EXAMPLE)
 
 
+@pytest.mark.build
 def test_the_dockerfile_steps_ran(example):
     t = example.tree
     app = next(line.split(":") for line in (t / "etc/passwd").read_text().splitlines() if line.startswith("app:"))
@@ -405,6 +406,7 @@ def test_the_dockerfile_steps_ran(example):
     assert (t / "opt/app/build-info.txt").read_text() == "built by app in /opt/app\n"
 
 
+@pytest.mark.build
 def test_start_ready_and_labels_from_e2b_toml(example):
     t = example.tree
     start = (t / "usr/lib/e2b-template/start").read_text()

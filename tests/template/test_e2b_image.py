@@ -30,6 +30,9 @@ import testimages  # noqa: E402
 from harness import free_port  # noqa: E402
 from registry import tls_registry  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 ROOT = testimages.ROOT
 PULL = ["/usr/bin/python3", "-m", "template.e2b.pull"]  # PYTHONPATH: ROOT
 USER, PASSWORD = "e2b-pull", "s3cret-for-test-only"

@@ -35,6 +35,7 @@ def build(folder: pathlib.Path, out: pathlib.Path, *args):
     return cp
 
 
+@pytest.mark.build
 def test_an_unchanged_template_comes_from_the_cache_and_gives_the_same_bytes(tmp_path):
     """The example, built once by the session (its layers kept), again: every
     step from the cache; and the bytes are a build's without the cache."""
@@ -50,6 +51,7 @@ def test_an_unchanged_template_comes_from_the_cache_and_gives_the_same_bytes(tmp
     assert outputs(tmp_path / "cached", "e2b-sdk") == outputs(tmp_path / "fresh", "e2b-sdk")
 
 
+@pytest.mark.build
 def test_a_changed_file_runs_its_step_and_the_ones_after(tmp_path):
     d = tmp_path / "e2b-sdk"
     shutil.copytree(e2b_example.EXAMPLE, d, ignore=shutil.ignore_patterns("e2b.template.json", "__pycache__"))
@@ -78,6 +80,7 @@ def entry_state(entry: pathlib.Path) -> tuple:
     return entry.stat().st_ino, {p.name: testimages.sha256_file(p) for p in entry.iterdir()}
 
 
+@pytest.mark.build
 def test_force_runs_its_step_and_the_ones_after(tmp_path):
     d = tmp_path / "forced"
     d.mkdir()
@@ -101,6 +104,7 @@ def test_force_runs_its_step_and_the_ones_after(tmp_path):
     assert kept and all(entry_state(e) == layers[e] for e in kept)
 
 
+@pytest.mark.build
 def test_a_layer_a_step_forges_is_not_kept(tmp_path):
     """A step prints a cache line of its own for its own layer (two lines:
     neither is believed) and writes the next step's layer into the build's
@@ -124,6 +128,7 @@ def test_a_layer_a_step_forges_is_not_kept(tmp_path):
     assert "template: step cache: 0 of 2 steps found" in again.stderr
 
 
+@pytest.mark.build
 def test_a_line_forged_after_recording_stopped_keeps_nothing(tmp_path):
     """Issue 49, finding 13: step 1 writes step 2's layer into the build's
     output, so step 2's own cannot be recorded and recording stops there;
@@ -152,6 +157,7 @@ def nonce_build(folder: pathlib.Path, out: pathlib.Path, tenant: str) -> tuple:
     return (out / folder.name / "work/mkosi-out/image/nonce").read_text(), cp.stderr
 
 
+@pytest.mark.build
 def test_a_tenant_keeps_its_own_layers(tmp_path):
     """tenant=: the same folder, at the same path, built for tenant a, then
     b, then a again: b's step runs (a new nonce), a's second build takes

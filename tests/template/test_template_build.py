@@ -25,6 +25,9 @@ import bases  # noqa: E402
 import testimages  # noqa: E402
 from sandbox import loader  # noqa: E402
 
+# Builds or boots an image: make test runs it, make check does not.
+pytestmark = pytest.mark.build
+
 ROOT = testimages.ROOT
 
 
