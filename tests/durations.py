@@ -6,6 +6,10 @@ person sees what to share or move before adding more. A setup that builds
 or boots an image shared by a module or the session shows as that test's
 setup: the first test to need it pays for it.
 
+Every row is also appended to out/test-timeline.tsv as it happens, with
+the wall clock, so that a run stopped from outside (CI's limit) still says
+where its time went.
+
 Written by tests/conftest.py's hooks; pytest's own --durations prints the
 same figures on the terminal."""
 import os
@@ -19,13 +23,21 @@ KEEP = 20
 class Durations:
     def __init__(self, path: pathlib.Path = ROOT / "out" / "test-durations.txt"):
         self.path = path
+        self.timeline = path.with_name("test-timeline.tsv")
         self.rows = []
         self.started = time.monotonic()
         self.load_before = os.getloadavg()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.timeline, "w") as f:
+            f.write("# elapsed_s\tseconds\tphase\toutcome\tload1\ttest\n")
 
     def add(self, report):
         if report.when in ("setup", "call", "teardown"):
             self.rows.append((report.duration, report.when, report.nodeid, report.outcome))
+            if report.duration >= 1.0 or report.outcome == "failed":
+                with open(self.timeline, "a") as f:
+                    f.write(f"{time.monotonic() - self.started:.0f}\t{report.duration:.1f}\t{report.when}\t"
+                            f"{report.outcome}\t{os.getloadavg()[0]:.2f}\t{report.nodeid}\n")
 
     def write(self, exitstatus) -> pathlib.Path:
         total = time.monotonic() - self.started
