@@ -62,10 +62,15 @@ deps:
 
 # Every layer, one pytest run, one summary line at the end: the C unit tests
 # (plain and ASan+UBSan), a short run of every fuzzer, the integration tests
-# against both builds, the image builds and the boot test.
+# against both builds, the image builds and the boot test. Two pytest-xdist
+# workers: one takes every test that builds or boots, in order, sharing the
+# builds and boots (one QEMU at a time); the other takes make check's
+# modules beside it, a module at a time (tests/conftest.py).
+PYTEST_XDIST := -n 2 --dist loadgroup
 test: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
-	$(python) -m pytest -p no:cacheprovider -ra --durations=25 tests $(pytest_args)
+	E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest -p no:cacheprovider -ra --durations=25 $(PYTEST_XDIST) \
+		tests $(pytest_args)
 
 # The loop before every commit, without image builds and boots: the C
 # units, a short fuzz smoke, the parsers, the namespace layers (guard, mmds,
@@ -77,8 +82,8 @@ CHECK_TESTS := tests/test_c_units.py tests/test_fuzz_smoke.py tests/test_makefil
 	tests/template/test_e2b_json.py tests/template/test_guard_loader.py
 check: deps
 	@$(MAKE) --no-print-directory tools san-tools units fuzzers
-	PATH="$(CURDIR)/tests/check-bin:$$PATH" FUZZ_SMOKE_SECONDS=3 $(python) -m pytest -p no:cacheprovider -ra \
-		--durations=10 -m "not build" $(CHECK_TESTS) $(pytest_args)
+	PATH="$(CURDIR)/tests/check-bin:$$PATH" FUZZ_SMOKE_SECONDS=3 E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest \
+		-p no:cacheprovider -ra --durations=10 $(PYTEST_XDIST) -m "not build" $(CHECK_TESTS) $(pytest_args)
 
 # The clone-safety test alone (tests/boot/test_clone_snapshot.py, part of
 # `make test` too): the e2b-rt test image booted warm, snapshotted, restored

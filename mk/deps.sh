@@ -26,7 +26,7 @@ pkgs_build="build-essential pkg-config clang libclang-rt-dev
 # python3-jupyter-client: tests/image_ci/test_ci_ijavascript.py builds the
 # javascript kernel's zmq.node and runs the kernel on the host;
 # default-jre-headless: keytool and java for tests/image_ci/test_ci_java_cacerts.py.
-pkgs_test="python3 python3-pytest python3-packaging python3-botocore
+pkgs_test="python3 python3-pytest python3-pytest-xdist python3-packaging python3-botocore
   curl nftables iproute2 golang-go wrk nginx-light hyperfine
   openssl procps psmisc strace python3-yaml python3-jsonschema python3-bcrypt
   docker-registry python3-pip python3-venv nix-bin xz-utils zip socat

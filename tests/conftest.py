@@ -1,7 +1,9 @@
 """pytest's hook file for tests/: registers the shared fixtures. The code lives
 in tests/harness.py, which test modules import (a module named `conftest` is
 ambiguous once another folder has one)."""
+import os
 import pathlib
+import shutil
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -12,26 +14,87 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from harness import release_tools, tools  # noqa: E402,F401  (fixtures)
 from durations import Durations  # noqa: E402
 
-_durations = Durations()
+import pytest  # noqa: E402
+
+# Written by the controlling process only: with pytest-xdist (make test runs
+# two workers) every worker's reports reach the controller's hooks too.
+_durations = None
 
 
 def pytest_configure(config):
+    global _durations
     config.addinivalue_line("markers", "build: needs an image build or a boot; make test runs it, make check does not")
+    if not hasattr(config, "workerinput"):
+        _durations = Durations()
+        import testimages
+        testimages.SOURCE_NOTE.unlink(missing_ok=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """make test runs two pytest-xdist workers with --dist loadgroup. The
+    tests that build or boot, and every module that make check does not
+    run (E2B_CHECK_TESTS, from the Makefile), form one group run in order
+    on one worker: they share the session's builds and boots, and only one
+    QEMU runs at a time. They come first, so that worker starts with them.
+    Each module make check runs (namespace layers, units, parsers: no
+    image, names of their own) is a group of its own for the other worker.
+    Without E2B_CHECK_TESTS every test is in the one group."""
+    roots = [pathlib.Path(config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
+
+    def free(item):
+        path = pathlib.Path(item.path)
+        return item.get_closest_marker("build") is None and any(path == r or r in path.parents for r in roots)
+
+    serial, parallel = [], []
+    for item in items:
+        if free(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+            parallel.append(item)
+        else:
+            item.add_marker(pytest.mark.xdist_group("builds-and-boots"))
+            serial.append(item)
+    items[:] = serial + parallel
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call":
+        item.e2b_call_passed = outcome.get_result().passed
+
+
+@pytest.fixture(autouse=True)
+def _drop_tmp_path_when_passed(request):
+    """A passing test's tmp_path goes when it ends: a template or image
+    build there is a gigabyte or more, and pytest keeps every test's until
+    the session ends, so a whole run would fill the disk. A failing test's
+    stays for a look."""
+    tmp = str(request.getfixturevalue("tmp_path")) if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp and getattr(request.node, "e2b_call_passed", False):
+        with open("/proc/self/mountinfo") as f:  # never rmtree into a mount left behind
+            mounted = any(line.split()[4] == tmp or line.split()[4].startswith(tmp + "/") for line in f)
+        if not mounted:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def pytest_runtest_logreport(report):
-    _durations.add(report)
+    if _durations:
+        _durations.add(report)
 
 
 def pytest_sessionfinish(session, exitstatus):
     """out/test-durations.txt: the twenty slowest setups and tests (tests/durations.py)."""
-    _durations.write(exitstatus)
+    if _durations:
+        _durations.write(exitstatus)
 
 
 def pytest_terminal_summary(terminalreporter):
     """Say which code-interpreter the e2b-ci builds used (tests/testimages.py),
     and where the durations went."""
-    terminalreporter.write_line(f"slowest setups and tests: {_durations.path}")
+    if _durations:
+        terminalreporter.write_line(f"slowest setups and tests: {_durations.path}")
     import testimages
     source = testimages.code_interpreter_source()
     if source:

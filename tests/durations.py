@@ -20,6 +20,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 KEEP = 20
 
 
+def free_gb(path) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**30
+
+
 class Durations:
     def __init__(self, path: pathlib.Path = ROOT / "out" / "test-durations.txt"):
         self.path = path
@@ -29,7 +34,7 @@ class Durations:
         self.load_before = os.getloadavg()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.timeline, "w") as f:
-            f.write("# elapsed_s\tseconds\tphase\toutcome\tload1\ttest\n")
+            f.write("# elapsed_s\tseconds\tphase\toutcome\tload1\tdisk_free_gb\ttest\n")
 
     def add(self, report):
         if report.when in ("setup", "call", "teardown"):
@@ -37,7 +42,7 @@ class Durations:
             if report.duration >= 1.0 or report.outcome == "failed":
                 with open(self.timeline, "a") as f:
                     f.write(f"{time.monotonic() - self.started:.0f}\t{report.duration:.1f}\t{report.when}\t"
-                            f"{report.outcome}\t{os.getloadavg()[0]:.2f}\t{report.nodeid}\n")
+                            f"{report.outcome}\t{os.getloadavg()[0]:.2f}\t{free_gb(ROOT):.1f}\t{report.nodeid}\n")
 
     def write(self, exitstatus) -> pathlib.Path:
         total = time.monotonic() - self.started

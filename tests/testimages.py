@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import functools
 import gzip
 import hashlib
@@ -45,6 +46,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CACHE = pathlib.Path(os.environ.get("E2B_IMAGE_CACHE", ROOT / "out" / "cache"))
 BUILD_TIMEOUT = 60 * 60
+SOURCE_NOTE = ROOT / "out" / "test-code-interpreter-source.txt"
 
 SHIPPED_RECIPES = ROOT / "recipes"
 SHIPPED_ENVD_LOCK = SHIPPED_RECIPES / "envd.lock"
@@ -211,9 +213,15 @@ def build_envd_from_source(mirror: pathlib.Path, dest: pathlib.Path, cache: path
     info = dest.with_suffix(".json")
     env = dict(os.environ, TOOLS=str(ROOT / "build"), CACHE=str(cache), PYTHON="/usr/bin/python3",
                GO_TOOLCHAIN=make_var("go_toolchain"), OFFLINE="0")
-    cp = subprocess.run(["bash", str(ROOT / "os-image" / "envd-source.sh"), str(SHIPPED_ENVD_LOCK), "envd-source",
-                         str(dest), str(info), "--cache", str(cache / "pinfetch"), "--mirror", f"file://{mirror}"],
-                        env=env, capture_output=True, text=True, timeout=1800)
+    # One build at a time per cache: make test's two workers (pytest-xdist)
+    # may both ask at once, and the second then finds it in the cache.
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".envd-source.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cp = subprocess.run(["bash", str(ROOT / "os-image" / "envd-source.sh"), str(SHIPPED_ENVD_LOCK),
+                             "envd-source", str(dest), str(info), "--cache", str(cache / "pinfetch"),
+                             "--mirror", f"file://{mirror}"],
+                            env=env, capture_output=True, text=True, timeout=1800)
     if cp.returncode != 0:
         raise RuntimeError(f"envd from source failed ({cp.returncode}): {cp.stderr[-3000:]}")
     return json.loads(info.read_text())
@@ -263,6 +271,9 @@ class Sources:
             self.archive_tree = tree_pin_of(self.archive)
             self.ci_source = (f"the fixture tests/fixtures/code-interpreter with a test lock "
                               f"({UPSTREAM_DIR}/code-interpreter-<commit>.tar.gz is absent)")
+        # For pytest's summary, which the controlling process prints (conftest.py).
+        SOURCE_NOTE.parent.mkdir(parents=True, exist_ok=True)
+        SOURCE_NOTE.write_text(self.ci_source + "\n")
         self.served, self._stop = _start_server(self.served_dir)
         atexit.register(self.close)
 
@@ -296,8 +307,11 @@ def sources() -> Sources:
 
 
 def code_interpreter_source() -> str | None:
-    """Which code-interpreter the session's e2b-ci builds use, once chosen."""
-    return sources().ci_source if sources.cache_info().currsize else None
+    """Which code-interpreter the session's e2b-ci builds use, once chosen
+    (in this process, or in a pytest-xdist worker of this run)."""
+    if sources.cache_info().currsize:
+        return sources().ci_source
+    return SOURCE_NOTE.read_text().strip() if SOURCE_NOTE.is_file() else None
 
 
 def make(flavor: str, out: pathlib.Path, *args, recipes: pathlib.Path | None = None,
