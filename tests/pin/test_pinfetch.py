@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pathlib
+import random
 import shutil
 import stat
 import subprocess
@@ -17,7 +18,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import pin_httpd as httpd  # noqa: E402
 from harness import assert_no_sanitizer_report, read_pty  # noqa: E402
 
-ARTIFACT = os.urandom(3 * 1024 * 1024 + 17)  # not a multiple of any buffer size
+# Not a multiple of any buffer size. Seeded: the test ids carry its sha256,
+# and pytest-xdist's workers must collect the same ids.
+ARTIFACT = random.Random(51).randbytes(3 * 1024 * 1024 + 17)
 SHA = hashlib.sha256(ARTIFACT).hexdigest()
 OTHER = b"evil" + ARTIFACT[4:]
 OTHER_SHA = hashlib.sha256(OTHER).hexdigest()
