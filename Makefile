@@ -68,7 +68,7 @@ deps:
 # modules beside it, a module at a time (tests/conftest.py).
 PYTEST_XDIST := -n 2 --dist loadgroup
 test: deps
-	@$(MAKE) --no-print-directory tools san-tools units fuzzers
+	@$(MAKE) --no-print-directory -j$$(nproc) tools san-tools units fuzzers
 	E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest -p no:cacheprovider -ra --durations=25 $(PYTEST_XDIST) \
 		tests $(pytest_args)
 
@@ -81,7 +81,7 @@ CHECK_TESTS := tests/test_c_units.py tests/test_fuzz_smoke.py tests/test_makefil
 	tests/relay tests/hostlink tests/sandbox tests/boot/test_checks.py tests/template/test_template_input.py \
 	tests/template/test_e2b_json.py tests/template/test_guard_loader.py
 check: deps
-	@$(MAKE) --no-print-directory tools san-tools units fuzzers
+	@$(MAKE) --no-print-directory -j$$(nproc) tools san-tools units fuzzers
 	PATH="$(CURDIR)/tests/check-bin:$$PATH" FUZZ_SMOKE_SECONDS=3 E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest \
 		-p no:cacheprovider -ra --durations=10 $(PYTEST_XDIST) -m "not build" $(CHECK_TESTS) $(pytest_args)
 

@@ -30,31 +30,33 @@ def pytest_configure(config):
         testimages.SOURCE_NOTE.unlink(missing_ok=True)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
+_GROUP = "builds-and-boots"
+
+
+def _free(item) -> bool:
+    roots = [pathlib.Path(item.config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
+    path = pathlib.Path(item.path)
+    return item.get_closest_marker("build") is None and any(path == r or r in path.parents for r in roots)
+
+
+def pytest_itemcollected(item):
     """make test runs two pytest-xdist workers with --dist loadgroup. The
     tests that build or boot, and every module that make check does not
     run (E2B_CHECK_TESTS, from the Makefile), form one group run in order
     on one worker: they share the session's builds and boots, and only one
-    QEMU runs at a time. They come first, so that worker starts with them.
-    Each module make check runs (namespace layers, units, parsers: no
-    image, names of their own) is a group of its own for the other worker.
-    Without E2B_CHECK_TESTS every test is in the one group."""
-    roots = [pathlib.Path(config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
+    QEMU runs at a time. Each module make check runs (namespace layers,
+    units, parsers: no image, names of their own) is a group of its own for
+    the other worker. Without E2B_CHECK_TESTS every test is in the one
+    group. (Marked here, as each item is collected: xdist reads the marks
+    in its own pytest_collection_modifyitems.)"""
+    item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0] if _free(item) else _GROUP))
 
-    def free(item):
-        path = pathlib.Path(item.path)
-        return item.get_closest_marker("build") is None and any(path == r or r in path.parents for r in roots)
 
-    serial, parallel = [], []
-    for item in items:
-        if free(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-            parallel.append(item)
-        else:
-            item.add_marker(pytest.mark.xdist_group("builds-and-boots"))
-            serial.append(item)
-    items[:] = serial + parallel
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The one group's tests first, so that a worker starts with them."""
+    serial = [i for i in items if not _free(i)]
+    items[:] = serial + [i for i in items if _free(i)]
 
 
 @pytest.hookimpl(hookwrapper=True)
