@@ -21,6 +21,8 @@ import select
 import subprocess
 import tempfile
 
+from sandbox import mounts
+
 TAP = "tap0"
 GATEWAY = "10.0.2.2"
 DNS = "10.0.2.3"
@@ -104,8 +106,13 @@ class Slirp:
                 "--netns-type=path", f"/proc/{pid}/ns/net", TAP]
         self._log = tempfile.TemporaryFile()
         try:
+            # In a private mount namespace of its own: slirp4netns's
+            # --enable-sandbox makes only its root private before it detaches
+            # the old root, and the umounts of the mounts below, the host's
+            # /run/netns/* among them, reached the host, breaking every
+            # network namespace named there.
             self.proc = subprocess.Popen(argv, pass_fds=(ready_w, self._exit_r), stdin=subprocess.DEVNULL,
-                                         stdout=self._log, stderr=self._log)
+                                         stdout=self._log, stderr=self._log, preexec_fn=mounts.private_namespace)
         except FileNotFoundError:
             raise EgressError("slirp4netns is not installed (make deps): the sandbox's only way out") from None
         finally:

@@ -7,8 +7,9 @@ or boots an image shared by a module or the session shows as that test's
 setup: the first test to need it pays for it.
 
 Every row is also appended to out/test-timeline.tsv as it happens, with
-the wall clock, so that a run stopped from outside (CI's limit) still says
-where its time went.
+the wall clock, and each failure's last lines to out/test-failures.txt, so
+that a run stopped from outside (CI's limit) still says where its time
+went and what failed.
 
 Written by tests/conftest.py's hooks; pytest's own --durations prints the
 same figures on the terminal."""
@@ -29,16 +30,23 @@ class Durations:
     def __init__(self, path: pathlib.Path = ROOT / "out" / "test-durations.txt"):
         self.path = path
         self.timeline = path.with_name("test-timeline.tsv")
+        self.failures = path.with_name("test-failures.txt")
         self.rows = []
         self.started = time.monotonic()
         self.load_before = os.getloadavg()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.failures.unlink(missing_ok=True)
         with open(self.timeline, "w") as f:
             f.write("# elapsed_s\tseconds\tphase\toutcome\tload1\tdisk_free_gb\ttest\n")
 
     def add(self, report):
         if report.when in ("setup", "call", "teardown"):
             self.rows.append((report.duration, report.when, report.nodeid, report.outcome))
+            if report.outcome == "failed":
+                with open(self.failures, "a") as f:
+                    tail = "\n".join(report.longreprtext.splitlines()[-40:])
+                    f.write(f"=== {report.nodeid} ({report.when}, at {time.monotonic() - self.started:.0f} s)\n"
+                            f"{tail}\n")
             if report.duration >= 1.0 or report.outcome == "failed":
                 with open(self.timeline, "a") as f:
                     f.write(f"{time.monotonic() - self.started:.0f}\t{report.duration:.1f}\t{report.when}\t"

@@ -267,6 +267,23 @@ def test_root_inside_cannot_change_its_network_and_deny_adds_networks(tmp_path, 
     assert cp.returncode != 0 and "sandbox_deny: 'not-a-net' is not an address or a CIDR" in cp.stderr, cp.stderr
 
 
+def test_the_hosts_network_namespaces_stay_whole(tmp_path):
+    """Run from the host's own mount namespace, as build.sh runs it, the
+    sandbox leaves the host's named network namespaces as they were:
+    slirp4netns's own sandbox made only its root private before detaching
+    the old one, and that unmounted every /run/netns/* of the host (a boot
+    test's namespace, an operator's containers) for as long as a build ran."""
+    ns = netns.Netns("sbx", "bystander")
+    try:
+        cp = sh(tmp_path, "echo done")
+        assert cp.returncode == 0 and cp.stdout.split() == ["done"], (cp.stdout, cp.stderr)
+        with open("/proc/self/mountinfo") as f:
+            assert any(line.split()[4] == f"/run/netns/{ns.name}" for line in f), f"/run/netns/{ns.name} unmounted"
+        assert ns.run("true").returncode == 0
+    finally:
+        ns.close()
+
+
 def test_without_subordinate_ids_it_refuses_naming_the_fix(tmp_path):
     """No range for e2b-build: confine refuses, naming the files and make deps."""
     sub = tmp_path / "subuid"
