@@ -69,8 +69,8 @@ deps:
 PYTEST_XDIST := -n 2 --dist loadgroup
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) tools san-tools units fuzzers
-	E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest -p no:cacheprovider -ra --durations=25 $(PYTEST_XDIST) \
-		tests $(pytest_args)
+	E2B_CHECK_TESTS="$(CHECK_TESTS) $(NO_IMAGE_TESTS)" $(python) -m pytest -p no:cacheprovider -ra --durations=25 \
+		$(PYTEST_XDIST) tests $(pytest_args)
 
 # The loop before every commit, without image builds and boots: the C
 # units, a short fuzz smoke, the parsers, the namespace layers (guard, mmds,
@@ -80,6 +80,9 @@ test: deps
 CHECK_TESTS := tests/test_c_units.py tests/test_fuzz_smoke.py tests/test_makefile.py tests/guard tests/mmds \
 	tests/relay tests/hostlink tests/sandbox tests/boot/test_checks.py tests/template/test_template_input.py \
 	tests/template/test_e2b_json.py tests/template/test_guard_loader.py
+# Beside make check's modules, these need no image either; make test runs
+# them on the second worker too.
+NO_IMAGE_TESTS := tests/pin tests/ci/test_workflow.py tests/image_ci/test_ci_constraints.py
 check: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) tools san-tools units fuzzers
 	PATH="$(CURDIR)/tests/check-bin:$$PATH" FUZZ_SMOKE_SECONDS=3 E2B_CHECK_TESTS="$(CHECK_TESTS)" $(python) -m pytest \
