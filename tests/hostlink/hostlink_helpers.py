@@ -11,6 +11,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
 from harness import free_port, recv_to_eof, stop_process  # noqa: E402
+
+# unshare --fork ignores SIGTERM while it waits, and sh as pid 1 of its pid
+# namespace has no handler: SIGKILL (after this) ends it, and --kill-child
+# and the pid namespace take every process inside with it.
+UNSHARE_STOP = 0.5
 from relay_helpers import wait_port  # noqa: E402
 
 FAKE = HERE / "fake_hybrid_vsock.py"
@@ -62,7 +67,7 @@ def real_envd(workdir: pathlib.Path):
         _await_envd(proc, sock, log)
         yield sock
     finally:
-        stop_process(proc)
+        stop_process(proc, timeout=UNSHARE_STOP)
 
 
 def _await_envd(proc, sock: pathlib.Path, log: pathlib.Path, also: pathlib.Path = None):
@@ -112,7 +117,7 @@ def real_envd_fc(workdir: pathlib.Path, mmds_serve: str, document: str = '{"inst
         _await_envd(proc, sock, log, also=ctl)
         yield sock, ctl
     finally:
-        stop_process(proc)
+        stop_process(proc, timeout=UNSHARE_STOP)
 
 
 def unix_http(path: pathlib.Path, method: str, target: str, body: bytes = b"", headers=()) -> tuple:
