@@ -11,7 +11,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 # them as the build runs them, and a subprocess running one gets PYTHONPATH.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from harness import release_tools, tools  # noqa: E402,F401  (fixtures)
+from harness import mount_points, release_tools, tools  # noqa: E402,F401  (fixtures)
 from durations import Durations  # noqa: E402
 
 import pytest  # noqa: E402
@@ -33,12 +33,6 @@ def pytest_configure(config):
 _GROUP = "builds-and-boots"
 
 
-def _free(item) -> bool:
-    roots = [pathlib.Path(item.config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
-    path = pathlib.Path(item.path)
-    return item.get_closest_marker("build") is None and any(path == r or r in path.parents for r in roots)
-
-
 def pytest_itemcollected(item):
     """make test runs two pytest-xdist workers with --dist loadgroup. The
     tests that build or boot, and every module that make check does not
@@ -49,14 +43,16 @@ def pytest_itemcollected(item):
     the other worker. Without E2B_CHECK_TESTS every test is in the one
     group. (Marked here, as each item is collected: xdist reads the marks
     in its own pytest_collection_modifyitems.)"""
-    item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0] if _free(item) else _GROUP))
+    roots = [pathlib.Path(item.config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
+    free = item.get_closest_marker("build") is None and any(r == item.path or r in item.path.parents for r in roots)
+    item.e2b_group = item.nodeid.split("::")[0] if free else _GROUP
+    item.add_marker(pytest.mark.xdist_group(item.e2b_group))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """The one group's tests first, so that a worker starts with them."""
-    serial = [i for i in items if not _free(i)]
-    items[:] = serial + [i for i in items if _free(i)]
+    items.sort(key=lambda i: i.e2b_group != _GROUP)  # stable: each part keeps its order
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -75,9 +71,8 @@ def _drop_tmp_path_when_passed(request):
     tmp = str(request.getfixturevalue("tmp_path")) if "tmp_path" in request.fixturenames else None
     yield
     if tmp and getattr(request.node, "e2b_call_passed", False):
-        with open("/proc/self/mountinfo") as f:  # never rmtree into a mount left behind
-            mounted = any(line.split()[4] == tmp or line.split()[4].startswith(tmp + "/") for line in f)
-        if not mounted:
+        # Never rmtree into a mount left behind.
+        if not any(m == tmp or m.startswith(tmp + "/") for m in mount_points()):
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -42,14 +42,14 @@ class Durations:
     def add(self, report):
         if report.when in ("setup", "call", "teardown"):
             self.rows.append((report.duration, report.when, report.nodeid, report.outcome))
+            elapsed = time.monotonic() - self.started
             if report.outcome == "failed":
                 with open(self.failures, "a") as f:
                     tail = "\n".join(report.longreprtext.splitlines()[-40:])
-                    f.write(f"=== {report.nodeid} ({report.when}, at {time.monotonic() - self.started:.0f} s)\n"
-                            f"{tail}\n")
+                    f.write(f"=== {report.nodeid} ({report.when}, at {elapsed:.0f} s)\n{tail}\n")
             if report.duration >= 1.0 or report.outcome == "failed":
                 with open(self.timeline, "a") as f:
-                    f.write(f"{time.monotonic() - self.started:.0f}\t{report.duration:.1f}\t{report.when}\t"
+                    f.write(f"{elapsed:.0f}\t{report.duration:.1f}\t{report.when}\t"
                             f"{report.outcome}\t{os.getloadavg()[0]:.2f}\t{free_gb(ROOT):.1f}\t{report.nodeid}\n")
 
     def write(self, exitstatus) -> pathlib.Path:

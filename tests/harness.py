@@ -134,6 +134,12 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
             proc.wait()
 
 
+def mount_points() -> list:
+    """Every mount point of this process's mount namespace (/proc/self/mountinfo)."""
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f]
+
+
 def require_root():
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces, nftables)")

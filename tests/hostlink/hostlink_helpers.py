@@ -11,12 +11,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "relay"))
 
 from harness import free_port, recv_to_eof, stop_process  # noqa: E402
+from relay_helpers import wait_port  # noqa: E402
 
 # unshare --fork ignores SIGTERM while it waits, and sh as pid 1 of its pid
 # namespace has no handler: SIGKILL (after this) ends it, and --kill-child
 # and the pid namespace take every process inside with it.
 UNSHARE_STOP = 0.5
-from relay_helpers import wait_port  # noqa: E402
 
 FAKE = HERE / "fake_hybrid_vsock.py"
 
