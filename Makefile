@@ -1,12 +1,12 @@
 # e2b-images: guest OS images for E2B-compatible microVM sandboxes.
 #
 # Targets:
-#   make [image] [flavor=e2b-rt|e2b-ci]  build the image into out/<flavor>/ (the default goal)
+#   make [image] [flavor=e2b-rt|e2b-base|e2b-ci]  build the image into out/<flavor>/ (the default goal)
 #   make template=DIR             build a template directory on its flavor into out/<name>/ (template/README.md)
 #   make flavor=F base=oci:PATH[:REF]|docker-archive:FILE   builder mode: F's runtime onto an image of one's own
 #   make repro [flavor=]          build twice from scratch, compare every digest (also template=DIR)
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
-#   make clone-test               snapshot a warm e2b-rt in QEMU, restore clones, check the clone step
+#   make clone-test               snapshot a warm e2b-base in QEMU, restore clones, check the clone step
 #   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
 #   make templates registry=R     write out/templates/<flavor>.json, pinned by digest
 #   make ci-patch-check           apply e2b-ci's patches to the pinned archive, no mkosi
@@ -19,7 +19,7 @@
 #   (helpers: san-tools units fuzzers image-preflight guest-tools clean print-VAR)
 #
 # Knobs (lower case, set on the command line; defaults in brackets):
-#   flavor=e2b-rt|e2b-ci   [e2b-rt]   release=trixie|bookworm [trixie]   distro [debian]
+#   flavor=e2b-rt|e2b-base|e2b-ci   [e2b-rt]   release=trixie|bookworm [trixie]   distro [debian]
 #   mirror security_mirror snapshot snapshot_base   apt sources (os-image/README.md)
 #   recipes=DIR [recipes]  pin_mirror=PREFIX...   offline=0|1 [0]   cache [out/cache]
 #   out=DIR [out]          incremental=0|1 [1]    rootfs_headroom_mb [256]
@@ -89,8 +89,9 @@ check: deps
 		-p no:cacheprovider -ra --durations=10 $(PYTEST_XDIST) -m "not build" $(CHECK_TESTS) $(pytest_args)
 
 # The clone-safety test alone (tests/boot/test_clone_snapshot.py, part of
-# `make test` too): the e2b-rt test image booted warm, snapshotted, restored
-# twice per configuration; out/clone-test/report.json holds what it compared.
+# `make test` too): the e2b-base test image (E2B_CLONE_FLAVOR=e2b-rt: the
+# runtime alone) booted warm, snapshotted, restored twice per configuration;
+# out/clone-test/report.json holds what it compared.
 clone-test: deps
 	@$(MAKE) --no-print-directory tools
 	$(python) -m pytest -p no:cacheprovider -ra tests/boot/test_clone_snapshot.py $(pytest_args)

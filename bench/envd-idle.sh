@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 tree=${1:-$top/out/test-image-ci/e2b-ci/work/mkosi-out/image}
-if [ ! -x "$tree/usr/local/bin/envd" ]; then
+if [ ! -x "$tree/usr/bin/envd" ]; then
     echo "envd-idle: building e2b-ci into out/test-image-ci (tests/testimages.py)" >&2
     /usr/bin/python3 tests/testimages.py e2b-ci "$top/out/test-image-ci" image >/dev/null
 fi

@@ -1,11 +1,11 @@
 # Boot test, publishing and pool templates (ci/README.md).
 #
-#   make boot-test flavor=e2b-rt|e2b-ci [variant=V]
+#   make boot-test flavor=e2b-rt|e2b-base|e2b-ci [variant=V]
 #                                           boot out/<flavor>/rootfs.ext4 in QEMU, check it
 #                                           (V: tests/boot/vm.py's variants, e.g. 512m)
 #   make publish registry=R tag=T [flavor=] [cert_dir=D]
 #                                           skopeo copy out/<flavor>/oci -> R/<flavor>:T
-#   make templates registry=R [tag=T] [flavors="e2b-rt e2b-ci"] [host_warmup=uds|cid]
+#   make templates registry=R [tag=T] [flavors="e2b-rt e2b-base e2b-ci"] [host_warmup=uds|cid]
 #                                           out/templates/<flavor>.json, pinned by digest
 
 registry ?=

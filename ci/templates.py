@@ -68,6 +68,7 @@ def host_warmup(flavor: str, transport: str, init: list = ()) -> list:
 
 FLAVORS = {
     "e2b-rt": {"size": "small", "warm": 4, "warmup": ["sh", "-c", ENVD_WARMUP]},
+    "e2b-base": {"size": "small", "warm": 4, "warmup": ["sh", "-c", ENVD_WARMUP]},
     "e2b-ci": {"size": "medium", "warm": 2, "warmup": ["sh", "-c", CI_WARMUP]},
 }
 

@@ -213,7 +213,7 @@ envd_stanza=envd
 envd_version=$("$TOOLS/pinfetch" --lock "$envd_lock" --name "$envd_stanza" --field version) ||
     die "envd: cannot read its version from [$envd_stanza] of $envd_lock (see above)"
 mkdir -p "$extra/etc"
-"$TOOLS/envd-version" --envd "$extra/usr/local/bin/envd" --expect "$envd_version" \
+"$TOOLS/envd-version" --envd "$extra/usr/bin/envd" --expect "$envd_version" \
         --output "$extra/etc/envd-version" || die "envd: version check failed (see above)"
 
 # 4. Units from units/: those the presets of the base and the flavor enable

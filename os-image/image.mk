@@ -1,4 +1,4 @@
-# The product: `make [flavor=e2b-rt|e2b-ci] [release=trixie|bookworm] ...`
+# The product: `make [flavor=e2b-rt|e2b-base|e2b-ci] [release=trixie|bookworm] ...`
 # -> out/<flavor>/{oci/,rootfs.ext4,manifest.json}. See os-image/README.md.
 # Every knob reaches os-image/build.sh the same way: its default here (flavor,
 # out and python in the top Makefile), then IMAGE_ENV, as an upper-case
@@ -94,8 +94,8 @@ repro: tools
 # mk/c.mk's flags, stripped, installed into DESTDIR.
 GUEST_TOOLS ?= envd-guard mmds-serve vsock-relay e2b-clone
 guest-tools: $(addprefix $(build)/,$(GUEST_TOOLS))
-	install -d -m 0755 $(DESTDIR)/usr/local/bin
-	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/local/bin/)
+	install -d -m 0755 $(DESTDIR)/usr/bin
+	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/bin/)
 
 # Flavor-specific helper targets (e.g. os-image/e2b-ci/e2b-ci.mk: ci-patch-check).
 include os-image/e2b-ci/e2b-ci.mk

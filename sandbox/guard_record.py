@@ -8,7 +8,7 @@ build steps and checked after them (issue 37, finding 5):
 Every path is read inside ROOT (inroot.py: openat2 RESOLVE_IN_ROOT), never
 followed out of it. The record holds, each under the rule it belongs to:
 
-  guard       the guard's, envd's and the relays' files (usr/local/bin, etc/e2b)
+  guard       the guard's, envd's and the relays' files (usr/bin, etc/e2b)
   units       every entry, at any depth of every systemd unit path, named
               for one of our units (units/: a unit file, a mask, its drop-in
               directory) or a drop-in for all units of a type or prefix
@@ -52,8 +52,8 @@ from sandbox import inroot, loader
 from sandbox.termsafe import escape
 
 LOG_PREFIX = "e2b-guard-record: sha256="
-GUARD_FILES = ("usr/local/bin/envd", "usr/local/bin/envd-guard", "usr/local/bin/vsock-relay",
-               "usr/local/bin/mmds-serve", "usr/local/bin/e2b-clone", "etc/envd-version", "etc/e2b")
+GUARD_FILES = ("usr/bin/envd", "usr/bin/envd-guard", "usr/bin/vsock-relay",
+               "usr/bin/mmds-serve", "usr/bin/e2b-clone", "etc/envd-version", "etc/e2b")
 # systemd's system unit path (systemd.unit(5)), /lib too for a split /usr.
 UNIT_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
              "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
@@ -71,8 +71,8 @@ UNIT_TYPES = ("service", "socket", "target", "device", "mount", "automount", "sw
               "slice", "scope")
 ENABLEMENT = (".wants", ".requires", ".upholds")
 # The programs whose libraries count: ours, and the manager that starts them.
-ELF_ROOTS = ("usr/local/bin/envd-guard", "usr/local/bin/vsock-relay", "usr/local/bin/mmds-serve",
-             "usr/local/bin/e2b-clone", "usr/lib/systemd/systemd", "usr/sbin/nft")
+ELF_ROOTS = ("usr/bin/envd-guard", "usr/bin/vsock-relay", "usr/bin/mmds-serve",
+             "usr/bin/e2b-clone", "usr/lib/systemd/systemd", "usr/sbin/nft")
 TRUSTED_LIB_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "lib", "usr/lib",
                     "usr/local/lib", "usr/local/lib/x86_64-linux-gnu")
 # systemd's own libraries (its RUNPATH).

@@ -24,6 +24,8 @@ _durations = None
 def pytest_configure(config):
     global _durations
     config.addinivalue_line("markers", "build: needs an image build or a boot; make test runs it, make check does not")
+    config.addinivalue_line("markers", "builds_apart(name): builds and boots nothing the one group does and "
+                            "shares nothing with it: make test runs these modules as group NAME, beside it")
     if not hasattr(config, "workerinput"):
         _durations = Durations()
         import testimages
@@ -45,14 +47,22 @@ def pytest_itemcollected(item):
     in its own pytest_collection_modifyitems.)"""
     roots = [pathlib.Path(item.config.rootpath, p) for p in os.environ.get("E2B_CHECK_TESTS", "").split()]
     free = item.get_closest_marker("build") is None and any(r == item.path or r in item.path.parents for r in roots)
-    item.e2b_group = item.nodeid.split("::")[0] if free else _GROUP
+    apart = item.get_closest_marker("builds_apart")
+    if apart and roots:
+        # A build of its own (e2b-base: its own caches, tests/testimages.py's
+        # base_cache), started on the other worker as the run begins.
+        item.e2b_group = apart.args[0]
+    else:
+        item.e2b_group = item.nodeid.split("::")[0] if free else _GROUP
     item.add_marker(pytest.mark.xdist_group(item.e2b_group))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """The one group's tests first, so that a worker starts with them."""
-    items.sort(key=lambda i: i.e2b_group != _GROUP)  # stable: each part keeps its order
+    """The one group's tests first, so that a worker starts with them; then
+    the groups that build apart, for the other worker to start with."""
+    apart = {i.e2b_group for i in items if i.get_closest_marker("builds_apart")} - {_GROUP}
+    items.sort(key=lambda i: 0 if i.e2b_group == _GROUP else 1 if i.e2b_group in apart else 2)  # stable
 
 
 @pytest.hookimpl(hookwrapper=True)

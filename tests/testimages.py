@@ -315,11 +315,14 @@ def code_interpreter_source() -> str | None:
 
 
 def make(flavor: str, out: pathlib.Path, *args, recipes: pathlib.Path | None = None,
-         cache: pathlib.Path = CACHE, timeout: float = BUILD_TIMEOUT, env: dict | None = None,
+         cache: pathlib.Path | None = None, timeout: float = BUILD_TIMEOUT, env: dict | None = None,
          **popen) -> subprocess.CompletedProcess:
     """`make ARGS flavor=FLAVOR recipes=… out=OUT cache=…` with the session's
     recipes and pin mirror unless RECIPES is given; the result carries .seconds.
-    POPEN: more of subprocess.run's arguments (stdin, pass_fds, ...)."""
+    CACHE: CACHE, or e2b-base's own (base_cache). POPEN: more of
+    subprocess.run's arguments (stdin, pass_fds, ...)."""
+    if cache is None:
+        cache = base_cache() if flavor == "e2b-base" else CACHE
     if recipes is None:
         recipes = sources().recipes(flavor)
         args = (*args, *sources().make_args(flavor))
@@ -399,7 +402,9 @@ def image(flavor: str) -> Built:
     upstream's whole Python stack two fresh e2b-ci builds cost more than
     `make test` can afford on a 2-core machine, so tests/image_ci checks the
     pack stage's determinism and `make repro flavor=e2b-ci` (two fresh builds)
-    is a gate of the image workflow, ci/image.yml."""
+    is a gate of the image workflow, ci/image.yml. e2b-base: into
+    out/test-image-base/ with caches of its own, once per run whichever
+    worker asks first (shared_build)."""
     if flavor == "e2b-rt":
         out = ROOT / "out" / "test-image"
         shutil.rmtree(out, ignore_errors=True)
@@ -408,7 +413,53 @@ def image(flavor: str) -> Built:
         out = ROOT / "out" / "test-image-ci"
         shutil.rmtree(out, ignore_errors=True)
         return Built(flavor, out / flavor, make(flavor, out, "image"))
+    if flavor == "e2b-base":
+        return shared_build(flavor, ROOT / "out" / "test-image-base", cache=base_cache())
     raise ValueError(f"unknown flavor {flavor!r}")
+
+
+def shared_build(flavor: str, out: pathlib.Path, cache: pathlib.Path) -> Built:
+    """FLAVOR built once per run into OUT, whichever pytest-xdist worker asks
+    first (make test builds e2b-base on the second worker and boots it on
+    the first): under a lock beside OUT, a build of this run (the same
+    PYTEST_XDIST_TESTRUNUID, recorded with its log) is taken as it is."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+    record = out / "test-build.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            done = json.loads(record.read_text())
+        except (OSError, ValueError):
+            done = {}
+        if done.get("run") == run:
+            cp = subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
+            cp.seconds = done["seconds"]
+            return Built(flavor, out / flavor, cp)
+        shutil.rmtree(out, ignore_errors=True)
+        cp = make(flavor, out, "image", cache=cache)
+        out.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"run": run, "args": cp.args, "returncode": cp.returncode, "stdout": cp.stdout,
+                                      "stderr": cp.stderr, "seconds": cp.seconds}))
+        return Built(flavor, out / flavor, cp)
+
+
+def base_cache() -> pathlib.Path:
+    """e2b-base's cache= for the tests: make test builds it on the second
+    worker, beside the first worker's builds, so mkosi's package cache and
+    incremental image are its own (two apt runs must not share one archive
+    directory). What is safe to share is shared: pinfetch's cache and Go's
+    (each written atomically or under Go's own locks) and envd's source
+    build (made once, under Sources' lock, before any build)."""
+    cache = CACHE.parent / "test-cache-base"
+    cache.mkdir(parents=True, exist_ok=True)
+    for shared in ("pinfetch", "go", "envd-source", "npm"):
+        (CACHE / shared).mkdir(parents=True, exist_ok=True)
+        link = cache / shared
+        if not link.is_symlink():
+            shutil.rmtree(link, ignore_errors=True)
+            link.symlink_to(CACHE / shared)
+    return cache
 
 
 EXAMPLES = ROOT / "examples" / "templates"
@@ -416,7 +467,11 @@ EXAMPLES = ROOT / "examples" / "templates"
 
 def build_template(directory: pathlib.Path, base: str, out: pathlib.Path) -> subprocess.CompletedProcess:
     """`make image template=DIRECTORY out=OUT` with the session's recipes for
-    BASE (the template's base flavor); its outputs go to OUT/<name>/."""
+    BASE (the template's base flavor); its outputs go to OUT/<name>/. On
+    e2b-base, after the session's build of it (another worker may be making
+    it), whose cache the template's build then starts from."""
+    if base == "e2b-base":
+        image("e2b-base")
     return make(base, out, "image", f"template={directory}")
 
 

@@ -11,8 +11,10 @@ resolves to this clone.
 
 argv: ENVD_URL ENVD_VERSION TOKEN_FILE OTHER_TOKEN_FILE... ; prints one JSON object:
 commands.run's result with TOKEN, and the status of an authenticated envd
-call (GET /envs) with TOKEN and with each other token."""
+call (GET /envs) with TOKEN and with each other token. E2B_CLONE_TOOLS (a
+word list): each tool's `--version` through commands.run, as "tools"."""
 import json
+import os
 import sys
 
 import httpx
@@ -45,6 +47,15 @@ def main() -> None:
         out["commands_run"] = {"stdout": r.stdout.strip(), "exit_code": r.exit_code}
     except Exception as e:  # noqa: BLE001 - reported, and failed by the test
         out["commands_run"] = {"error": f"{type(e).__name__}: {e}"}
+    # E2B_CLONE_TOOLS: tools the image must have (e2b-base's), each run as the user would.
+    tools = os.environ.get("E2B_CLONE_TOOLS", "").split()
+    if tools:
+        try:
+            r = sbx.commands.run(" && ".join(f"{t} --version >/dev/null" for t in tools) + " && echo tools-ok",
+                                 timeout=300)
+            out["tools"] = {"stdout": r.stdout.strip(), "exit_code": r.exit_code}
+        except Exception as e:  # noqa: BLE001 - reported, and failed by the test
+            out["tools"] = {"error": f"{type(e).__name__}: {e}"}
     out["own_token_status"] = status(url, token)
     out["other_token_status"] = [status(url, open(f).read().strip()) for f in others]
     print(json.dumps(out), flush=True)

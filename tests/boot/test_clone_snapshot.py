@@ -1,6 +1,7 @@
-"""Clone safety on a real snapshot (issue #19): the e2b-rt image booted warm
-under QEMU, snapshotted with `savevm`, and restored twice per configuration
-with `-loadvm` (tests/boot/snapshot.py).
+"""Clone safety on a real snapshot (issue #19): the e2b-base image (E2B's
+default sandbox, e2b-rt and its tools; E2B_CLONE_FLAVOR=e2b-rt for the
+runtime alone) booted warm under QEMU, snapshotted with `savevm`, and
+restored twice per configuration with `-loadvm` (tests/boot/snapshot.py).
 
 Configurations: "plain" (no VM generation id device, a CPU without RDRAND)
 and "vmgenid" (QEMU's `-device vmgenid`, a new id at every start). In each
@@ -14,7 +15,9 @@ clone and case, clock_skew_ms, old_token_status, warmup_before_step /
 warmup_after_step, and what vmgenid changed), so anyone can check the
 comparisons by reading it. `make clone-test` runs this file alone; with
 E2B_CLONE_ROOTFS=PATH it takes that rootfs.ext4 instead of building the test
-image. About 4.5 minutes under TCG on top of the shared image build (two warm
+image (of E2B_CLONE_FLAVOR). In each clone E2B's SDK in normal mode runs
+commands, and on e2b-base every tool of E2B's base answers. About 4.5
+minutes under TCG on top of the shared image build (two warm
 boots of ~80 s, four clones of ~15 s, 20 s of snapshot age each).
 """
 from __future__ import annotations
@@ -52,6 +55,9 @@ import testimages  # noqa: E402
 import vm  # noqa: E402
 
 OUT = pathlib.Path(os.environ.get("E2B_OUT", vm.ROOT / "out")) / "clone-test"
+FLAVOR = os.environ.get("E2B_CLONE_FLAVOR", "e2b-base")
+# What E2B's base has (os-image/README.md, "e2b-base"), checked in each clone.
+BASE_TOOLS = ("python3", "pip", "pip3", "node", "npm", "yarn", "gcc", "make", "git", "gh", "curl")
 AGE_S = 20  # how long the snapshot waits before its clones start, at least
 CONFIGS = {"plain": False, "vmgenid": True}
 # The envd the image ships (built from [envd-source]): the version a control
@@ -130,7 +136,8 @@ def sdk_normal_mode(m: snapshot.Machine, token: str, others: list) -> dict:
     try:
         wait_port(port, fwd)
         cp = subprocess.run([str(sdk_helpers.py_sdk()), str(HERE / "clone_sdk_probe.py"), f"http://127.0.0.1:{port}",
-                             ENVD_VERSION, token, *others], capture_output=True, text=True, timeout=300)
+                             ENVD_VERSION, token, *others], capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "E2B_CLONE_TOOLS": " ".join(BASE_TOOLS) if FLAVOR == "e2b-base" else ""})
         if cp.returncode != 0:
             return {"error": cp.stderr[-3000:]}
         return json.loads(cp.stdout.strip().splitlines()[-1])
@@ -161,7 +168,7 @@ def one_clone(t: snapshot.Template, name: str, template_doc: pathlib.Path, snap_
         # envd's health, /init with the clone's token, the token check).
         warmup = [a.replace("{vsock_uds}", str(m.uds)).replace("{clone_generation}", "1")
                   .replace("{clone_document}", str(doc)).replace("{access_token_file}", tokens[name])
-                  for a in templates.host_warmup("e2b-rt", "uds")]
+                  for a in templates.host_warmup(FLAVOR, "uds")]
         assert warmup[:2] == ["sh", "-c"] and " restore --generation 1 " in warmup[2], warmup
         # Its budget is a KVM pool's; this guest runs under TCG (snapshot.py),
         # about ten times slower. What this checks is the order and the
@@ -222,7 +229,7 @@ _RUNS: dict = {}
 def report():
     """Both configurations, once per session, under the one-QEMU lock of
     the caller (make clone-test / make test run pytest under it)."""
-    built = testimages.image("e2b-rt") if not os.environ.get("E2B_CLONE_ROOTFS") else None
+    built = testimages.image(FLAVOR) if not os.environ.get("E2B_CLONE_ROOTFS") else None
     if built is not None and not built.ok:
         pytest.fail(built.failure())
     rootfs = pathlib.Path(os.environ.get("E2B_CLONE_ROOTFS") or built.dir / "rootfs.ext4")
@@ -371,5 +378,7 @@ def test_restore_gives_each_clone_its_own_token(report):
             assert sdk["own_token_status"] == 200, (name, clone, sdk)
             # The template's token, then the other clone's.
             assert sdk["other_token_status"] == [401, 401], (name, clone, sdk)
+            if FLAVOR == "e2b-base":
+                assert sdk["tools"] == {"stdout": "tools-ok", "exit_code": 0}, (name, clone, sdk)
             assert set(rec["restore_steps_ms"]) == {"clone", "health", "init", "check", "restore"}, rec
             print(f"restore {name}-{clone}: {rec['restore_steps_ms']} (ms, QEMU/TCG)")

@@ -49,6 +49,9 @@ VARIANTS = [
 # it, and under TCG a 1-vCPU e2b-ci boot takes 6-12 minutes.
 WORKFLOW_VARIANTS = [
     Variant("e2b-ci", "512m", 1, 512, timeout=720.0),
+    # E2B's default sandbox, driven by E2B's SDKs from the host. make test
+    # snapshots and restores it instead (tests/boot/test_clone_snapshot.py).
+    Variant("e2b-base", "default", 2, 512, sdk=True, sdk_probes=("js", "py", "js-git", "py-git")),
 ]
 # Deliberately broken images, booted by hand (`vm.py --variant NAME`), never
 # by make test: the normal checks must fail on them. broken-open: the guard

@@ -104,7 +104,7 @@ def test_systemd_and_our_runtime_added(bb, tree):
     assert {"systemd", "systemd-sysv", "sudo", "iptables", "socat", "busybox"} <= pkgs
     assert (tree / "sbin/init").resolve().name == "systemd"
     for tool in ("envd", "envd-guard", "mmds-serve", "vsock-relay", "e2b-clone"):
-        assert (tree / "usr/local/bin" / tool).is_file(), tool
+        assert (tree / "usr/bin" / tool).is_file(), tool
     for unit in ("envd.service", "envd-guard.service", "mmds.service", "vsock-relay.service"):
         assert (tree / "usr/lib/systemd/system" / unit).read_text() == (ROOT / "units" / unit).read_text(), unit
 

@@ -68,14 +68,14 @@ def test_base_kept_and_runtime_added(built):
     assert {"jq", "systemd", "sudo", "libssl3"} <= pkgs and "libssl3t64" not in pkgs
     assert (t / "etc/debian_version").read_text().startswith("12.")
     for tool, arg in (("envd-guard", "--help"), ("mmds-serve", "--help")):
-        cp = subprocess.run(["chroot", str(t), f"/usr/local/bin/{tool}", arg], capture_output=True, text=True,
+        cp = subprocess.run(["chroot", str(t), f"/usr/bin/{tool}", arg], capture_output=True, text=True,
                             timeout=30)
         assert cp.returncode in (0, 2) and "error while loading shared libraries" not in cp.stderr, cp.stderr
     passwd = {l.split(":")[0]: l.split(":") for l in (t / "etc/passwd").read_text().splitlines()}
     assert passwd["node"][2] == str(bases.NODE_UID) and passwd["user"][2] != str(bases.NODE_UID)
     assert (t / "etc/envd-version").read_text().strip() == built.manifest["labels"]["org.e2b-images.envd-version"]
     for tool in ("envd", "envd-guard", "mmds-serve", "vsock-relay", "e2b-clone"):
-        assert (t / "usr/local/bin" / tool).is_file(), tool
+        assert (t / "usr/bin" / tool).is_file(), tool
     for unit in ("envd-guard.service", "envd.service"):
         # (links to /usr/lib/…, absolute: dangling from the host, so no glob)
         assert [w for w in (t / "etc/systemd/system").glob("*.wants") if (w / unit).is_symlink()], \

@@ -59,7 +59,7 @@ def test_parses_with_triggers_and_jobs(wf):
 def test_matrix_over_flavors_amd64_debian(wf):
     (job,) = wf["jobs"].values()
     matrix = job["strategy"]["matrix"]
-    assert sorted(matrix["flavor"]) == ["e2b-ci", "e2b-rt"]
+    assert sorted(matrix["flavor"]) == ["e2b-base", "e2b-ci", "e2b-rt"]
     assert matrix["arch"] == ["amd64"]
     assert job["container"]["image"].startswith("debian:")
 

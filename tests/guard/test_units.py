@@ -42,7 +42,7 @@ def test_guard_unit():
     assert service["Type"] == ["oneshot"] and service["RemainAfterExit"] == ["yes"]
     assert service["Nice"] == ["-20"], "on envd's critical path"
     assert service["CPUWeight"] == ["1000"], "between services, Nice= counts for nothing (cpu controller on)"
-    assert service["ExecStart"] == ["/usr/local/bin/envd-guard install --ports ${E2B_GUARDED_PORTS}"]
+    assert service["ExecStart"] == ["/usr/bin/envd-guard install --ports ${E2B_GUARDED_PORTS}"]
     assert service["EnvironmentFile"] == ["/etc/e2b/guarded-ports"], "one list, shared with vsock-relay"
     assert "ExecStop" not in service, "stopping the unit must not take the guard down (fail closed)"
     assert service["CapabilityBoundingSet"] == ["CAP_NET_ADMIN"]
@@ -59,7 +59,7 @@ def test_envd_unit_fails_closed():
     assert {"mmds.socket", "mmds.service"} <= set(words(unit, "After"))
     assert words(unit, "Wants") == ["mmds.socket"]
     assert unit["DefaultDependencies"] == ["no"]
-    assert service["ExecStart"] == ["/usr/local/bin/envd"]
+    assert service["ExecStart"] == ["/usr/bin/envd"]
     assert service["Restart"] == ["always"]
     assert service["OOMScoreAdjust"] == ["-1000"]
     assert service["Nice"] == ["-20"]
@@ -74,11 +74,11 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     if not guard.exists():
         pytest.fail(f"{guard} is missing: run `make tools` first")
     root = tmp_path / "root"
-    (root / "usr/local/bin").mkdir(parents=True)
+    (root / "usr/bin").mkdir(parents=True)
     (root / "etc/systemd/system").mkdir(parents=True)
-    shutil.copy(guard, root / "usr/local/bin/envd-guard")
+    shutil.copy(guard, root / "usr/bin/envd-guard")
     # Stand-in for the envd release binary, only so verify finds an executable.
-    envd = root / "usr/local/bin/envd"
+    envd = root / "usr/bin/envd"
     envd.write_text("#!/bin/sh\nexit 0\n")
     envd.chmod(0o755)
     for unit in ("envd-guard.service", "envd.service"):

@@ -36,7 +36,7 @@ def test_socket_and_service_as_shipped():
     assert keys(svc, "WantedBy") == ["multi-user.target"] and keys(svc, "Restart") == ["always"]
     assert keys(svc, "RuntimeMaxSec") == [] and keys(svc, "StandardInput") == []
     assert keys(svc, "Environment") == ["E2B_CLONE_ALLOW_CID=2"]
-    assert keys(svc, "ExecStart") == ["/usr/local/bin/e2b-clone --allow-cid=${E2B_CLONE_ALLOW_CID}"]
+    assert keys(svc, "ExecStart") == ["/usr/bin/e2b-clone --allow-cid=${E2B_CLONE_ALLOW_CID}"]
     assert keys(svc, "CapabilityBoundingSet") == ["CAP_SYS_ADMIN CAP_SYS_TIME"]
     assert keys(svc, "NoNewPrivileges") == ["yes"] and keys(svc, "ProtectSystem") == ["strict"]
     assert keys(svc, "ReadWritePaths") == ["/run/e2b -/etc/machine-id -/var/lib/systemd"]
@@ -49,7 +49,7 @@ def test_socket_and_service_as_shipped():
 
 def test_systemd_accepts_them(tmp_path, release_tools):
     shutil.copy(UNITS / "e2b-clone.socket", tmp_path / "e2b-clone.socket")
-    svc = (UNITS / "e2b-clone.service").read_text().replace("/usr/local/bin/e2b-clone",
+    svc = (UNITS / "e2b-clone.service").read_text().replace("/usr/bin/e2b-clone",
                                                               release_tools.path("e2b-clone"))
     (tmp_path / "e2b-clone.service").write_text(svc)
     (tmp_path / "envd-guard.service").write_text("[Service]\nType=oneshot\nExecStart=/bin/true\n")

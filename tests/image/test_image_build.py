@@ -104,7 +104,7 @@ def debugfs(img, request):
 def test_ext4_holds_the_image(built, real_envd):
     img = built.dir / "rootfs.ext4"
     assert debugfs(img, "cat /etc/envd-version") == real_envd[1]
-    st = debugfs(img, "stat /usr/local/bin/envd")
+    st = debugfs(img, "stat /usr/bin/envd")
     assert re.search(r"Mode:\s+0755", st), st
     assert re.search(r"User:\s+0\s+Group:\s+0", st), st
     home = debugfs(img, "stat /home/user")
@@ -143,7 +143,7 @@ def test_manifest_fields(built, real_envd):
     assert sorted(set(installed)) == sorted(pkgs)
     (envd,) = [a for a in m["artifacts"] if a["name"] == "envd"]
     assert envd["sha256"] == sha256_file(real_envd[0])
-    assert envd["path"] == "/usr/local/bin/envd" and envd["version"] == real_envd[1].strip()
+    assert envd["path"] == "/usr/bin/envd" and envd["version"] == real_envd[1].strip()
 
 
 def test_manifest_records_envd_source_go_and_modules(built):
@@ -156,7 +156,7 @@ def test_manifest_records_envd_source_go_and_modules(built):
     assert envd["go"] == testimages.make_var("go_toolchain")
     assert envd["build_settings"]["CGO_ENABLED"] == "0" and envd["build_settings"]["-trimpath"] == "true"
     go = subprocess.run(["bash", str(ROOT / "mk/find-go.sh")], capture_output=True, text=True, check=True).stdout.strip()
-    cp = subprocess.run([go, "version", "-m", "-json", str(built.tree / "usr/local/bin/envd")],
+    cp = subprocess.run([go, "version", "-m", "-json", str(built.tree / "usr/bin/envd")],
                         capture_output=True, text=True, check=True, timeout=60)
     deps = json.loads(cp.stdout)["Deps"]
     assert [(m["path"], m["version"], m.get("sum")) for m in envd["modules"]] == \
@@ -186,17 +186,17 @@ def test_layer_within_size_target(built):
 
 def test_envd_version_matches_binary(tree, real_envd):
     assert (tree / "etc/envd-version").read_text() == real_envd[1]
-    out = subprocess.run([str(tree / "usr/local/bin/envd"), "-version"], capture_output=True,
+    out = subprocess.run([str(tree / "usr/bin/envd"), "-version"], capture_output=True,
                          text=True, check=True, timeout=30).stdout
     assert out == (tree / "etc/envd-version").read_text()
 
 
 def test_binaries_and_modes(layer, real_envd):
     members, t = layer
-    for name in ("usr/local/bin/envd", "usr/local/bin/envd-guard", "usr/local/bin/mmds-serve"):
+    for name in ("usr/bin/envd", "usr/bin/envd-guard", "usr/bin/mmds-serve"):
         mi = members[name]
         assert mi.isfile() and stat.S_IMODE(mi.mode) == 0o755 and (mi.uid, mi.gid) == (0, 0), name
-    data = t.extractfile(members["usr/local/bin/envd"]).read()
+    data = t.extractfile(members["usr/bin/envd"]).read()
     assert hashlib.sha256(data).hexdigest() == sha256_file(real_envd[0])
     for name in ("etc/shadow", "etc/gshadow"):
         assert stat.S_IMODE(members[name].mode) & 0o007 == 0, name
@@ -224,19 +224,19 @@ def test_git_is_a_client_without_server_helpers(tree):
 def test_guest_tools_link_against_image_libraries(tree):
     """Compiled inside the image: they run there (chroot), with its libc."""
     for tool, arg in (("envd-guard", "--help"), ("mmds-serve", "--help")):
-        cp = subprocess.run(["chroot", str(tree), f"/usr/local/bin/{tool}", arg],
+        cp = subprocess.run(["chroot", str(tree), f"/usr/bin/{tool}", arg],
                             capture_output=True, text=True, timeout=30)
         assert "error while loading shared libraries" not in cp.stderr, cp.stderr
         assert "not found" not in cp.stderr, cp.stderr
         assert cp.returncode in (0, 2), (tool, cp.returncode, cp.stderr)
-    needed = subprocess.run(["readelf", "-d", str(tree / "usr/local/bin/envd-guard")],
+    needed = subprocess.run(["readelf", "-d", str(tree / "usr/bin/envd-guard")],
                             capture_output=True, text=True, check=True).stdout
     assert "libnftnl.so" in needed and "libmnl.so" in needed
 
 
 def test_units_installed_ordered_and_guard_required(tree):
     envd = unit(tree, "envd.service")
-    assert words(envd, "Service", "ExecStart")[0] == "/usr/local/bin/envd"
+    assert words(envd, "Service", "ExecStart")[0] == "/usr/bin/envd"
     assert "-isnotfc" not in words(envd, "Service", "ExecStart")
     assert "envd-guard.service" in words(envd, "Unit", "Requires")
     assert "envd-guard.service" in words(envd, "Unit", "After")
@@ -247,7 +247,7 @@ def test_units_installed_ordered_and_guard_required(tree):
         assert "envd-guard.service" in words(u, "Unit", "Requires"), name
         assert "envd-guard.service" in words(u, "Unit", "After"), name
     guard = unit(tree, "envd-guard.service")
-    assert words(guard, "Service", "ExecStart")[0] == "/usr/local/bin/envd-guard"
+    assert words(guard, "Service", "ExecStart")[0] == "/usr/bin/envd-guard"
 
 
 def test_units_enabled(tree):
@@ -275,14 +275,14 @@ def test_clone_step_resident(tree):
     assert words(unit(tree, "e2b-clone.socket"), "Socket", "Accept") == ["no"]
     svc = unit(tree, "e2b-clone.service")
     assert words(svc, "Service", "Restart") == ["always"]
-    assert words(svc, "Service", "ExecStart")[0] == "/usr/local/bin/e2b-clone"
+    assert words(svc, "Service", "ExecStart")[0] == "/usr/bin/e2b-clone"
     for name, target in (("e2b-clone.socket", "sockets.target"), ("e2b-clone.service", "multi-user.target")):
         cp = subprocess.run(["systemctl", f"--root={tree}", "is-enabled", name],
                             capture_output=True, text=True, timeout=30)
         assert cp.stdout.strip() == "enabled", (name, cp.stdout, cp.stderr)
         assert (tree / "etc/systemd/system" / f"{target}.wants" / name).is_symlink(), name
     assert "d /run/e2b 0755 root root -" in (tree / "usr/lib/tmpfiles.d/e2b-clone.conf").read_text()
-    assert os.access(tree / "usr/local/bin/e2b-clone", os.X_OK)
+    assert os.access(tree / "usr/bin/e2b-clone", os.X_OK)
 
 
 def enabled_units(tree):

@@ -48,7 +48,7 @@ def test_wrong_sha_fails_before_mkosi(tmp_path, artifact_server):
     assert cp.returncode != 0
     assert "sha256" in cp.stderr and wrong in cp.stderr, cp.stderr
     assert_mkosi_never_ran(cp, out)
-    assert not (out / FLAVOR / "work/extra/usr/local/bin/envd").exists()
+    assert not (out / FLAVOR / "work/extra/usr/bin/envd").exists()
 
 
 def test_wrong_version_in_lock_fails_before_mkosi(tmp_path, real_envd, artifact_server):
@@ -73,7 +73,7 @@ def test_offline_uses_filled_cache_and_pin_mirror(tmp_path, real_envd, artifact_
     cp = make_release_image(tmp_path / "o2", dead, "offline=1", target="image-preflight", cache=cache,
                     timeout=300)
     assert cp.returncode == 0, cp.stderr
-    got = tmp_path / "o2" / FLAVOR / "work/extra/usr/local/bin/envd"
+    got = tmp_path / "o2" / FLAVOR / "work/extra/usr/bin/envd"
     assert sha256_file(got) == sha and os.stat(got).st_mode & 0o777 == 0o755
     assert (tmp_path / "o2" / FLAVOR / "work/extra/etc/envd-version").read_text() == real_envd[1]
     # A copy of the cache is a mirror (file://), used with an empty cache.
@@ -257,6 +257,6 @@ def test_offline_rebuild_from_module_cache_gives_the_same_envd(tmp_path, real_en
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert "does not match its record" in cp.stderr and "building envd 0.6.13" in cp.stderr, cp.stderr[-3000:]
     extra = tmp_path / "out" / FLAVOR / "work/extra"
-    assert sha256_file(extra / "usr/local/bin/envd") == sha256_file(real_envd[0])
+    assert sha256_file(extra / "usr/bin/envd") == sha256_file(real_envd[0])
     assert sha256_file(changed) == sha256_file(real_envd[0])
     assert (extra / "etc/envd-version").read_text() == real_envd[1]

@@ -50,7 +50,7 @@ mount_e2b_ci_tree() {
 	# server reads its GET /envs. -isnotfc: there is no MMDS here. Its /run
 	# is a tmpfs, so nothing is written into the built tree.
 	mount -t tmpfs -o mode=0755 tmpfs "$E2B_CI_TREE/run"
-	chroot "$E2B_CI_TREE" /usr/local/bin/envd -isnotfc -no-cgroups > "${E2B_CI_ENVD_LOG:-/dev/null}" 2>&1 &
+	chroot "$E2B_CI_TREE" /usr/bin/envd -isnotfc -no-cgroups > "${E2B_CI_ENVD_LOG:-/dev/null}" 2>&1 &
 	wait_http_code http://127.0.0.1:49983/health 204 30 && return 0
 	echo "stack.sh: the tree's envd did not answer /health on 127.0.0.1:49983" >&2
 	return 1

@@ -69,9 +69,8 @@ def test_units_verify(release_tools, tmp_path):
     root = tmp_path / "root"
     unitdir = root / "etc/systemd/system"
     unitdir.mkdir(parents=True)
-    (root / "usr/local/bin").mkdir(parents=True)
-    shutil.copy(release_tools.path("mmds-serve"), root / "usr/local/bin/mmds-serve")
     (root / "usr/bin").mkdir(parents=True)
+    shutil.copy(release_tools.path("mmds-serve"), root / "usr/bin/mmds-serve")
     shutil.copy("/usr/bin/mkdir", root / "usr/bin/mkdir")  # mmds.service's ExecStartPre
     for name in MMDS_UNITS:
         shutil.copy(ROOT / "units" / name, unitdir / name)
@@ -161,7 +160,7 @@ def _fwcfg_command(tools):
     installed one."""
     line, = [l for l in _unit_lines("mmds-fwcfg.service") if l.startswith("ExecStart=")]
     argv = shlex.split(line.partition("=")[2])
-    assert argv[0] == "/usr/local/bin/mmds-serve", argv
+    assert argv[0] == "/usr/bin/mmds-serve", argv
     return [str(tools.path("mmds-serve")), *argv[1:]]
 
 

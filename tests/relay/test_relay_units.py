@@ -113,8 +113,8 @@ def test_systemd_accepts_them(tmp_path, release_tools):
     for kind in ("socket", "service"):
         shutil.copy(UNITS / f"vsock-proxy@.{kind}", tmp_path / f"vsock-proxy@49983.{kind}")
     for p in tmp_path.glob("*.service"):
-        p.write_text(p.read_text().replace("/usr/local/bin/vsock-relay", release_tools.path("vsock-relay"))
-                     .replace("/usr/local/bin/envd-guard", "/bin/true"))
+        p.write_text(p.read_text().replace("/usr/bin/vsock-relay", release_tools.path("vsock-relay"))
+                     .replace("/usr/bin/envd-guard", "/bin/true"))
     names = ["vsock-relay.socket", "vsock-relay.service", "vsock-proxy@49983.socket", "vsock-proxy@49983.service"]
     cp = subprocess.run(["systemd-analyze", "verify", "--man=no", *[str(tmp_path / n) for n in names]],
                         capture_output=True, text=True, timeout=60, env={"SYSTEMD_UNIT_PATH": f"{tmp_path}:",

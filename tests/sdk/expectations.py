@@ -153,6 +153,19 @@ CHECKS = {
 
 
 # e2b-ci: @e2b/code-interpreter and e2b-code-interpreter (probe_ci.*).
+# The installs of probe_ci.py / probe_ci.mjs (namespace layer only: they need
+# the stack's package index, which a boot's guest cannot reach).
+INSTALLED = {"install": 0, "imported": True, "importError": None}
+CI_INSTALL_EXPECTED = {
+    "ci_install_path": {"samePython": True, "pipsOfKernel": {"pip": True, "pip3": True},
+                        "tools": {"node": 0, "npm": 0, "gcc": 0, "make": 0}},
+    "ci_install_pip_user": INSTALLED,
+    "ci_install_pip_sudo": INSTALLED,
+    "ci_install_pip_bang": INSTALLED,
+    "ci_install_pip_magic": INSTALLED,
+    "ci_install_npm_require": INSTALLED,
+}
+
 CI_EXPECTED = {
     "ci_run_code": {"text": "2", "executionError": None},
     # One result: the figure, as a PNG and as e2b_charts' chart data.

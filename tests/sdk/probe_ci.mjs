@@ -121,6 +121,53 @@ cases.ci_timeout_recovers = () => withContext(undefined, async (ctx) => {
   return { timedOut, next, third }
 })
 
+// Installs as E2B's docs tell users to add packages to the code interpreter,
+// each seen by the next cell; the twin of probe_ci.py's (the same case names
+// and observations, packages named e2b-probe-js<word>). Only with a package
+// index (E2B_SDK_INDEX_URL: sdk_stack.sh serves tests/sdk/package_index.py on
+// the guest's loopback); a boot's guest reaches none.
+const INDEX = process.env.E2B_SDK_INDEX_URL
+async function command (cmd) {
+  try {
+    return (await sbx.commands.run(cmd, { timeoutMs: 300_000 })).exitCode
+  } catch (e) {
+    return e.exitCode ?? String(e)
+  }
+}
+async function inCell (code) {
+  const ex = await sbx.runCode(code, { timeoutMs: 300_000 })
+  return ex.logs.stdout.some((l) => l.includes('Successfully installed')) ? 0 : 1
+}
+async function installThenImport (install, word, language) {
+  const name = `e2b-probe-js${word}`
+  const installed = await install(name)
+  const ex = language
+    ? await sbx.runCode(`console.log(require('${name}').name)`, { language })
+    : await sbx.runCode(`import ${name.replaceAll('-', '_')} as m\nprint(m.NAME)`)
+  return {
+    install: installed, imported: JSON.stringify(ex.logs.stdout) === JSON.stringify([name + '\n']),
+    importError: ex.error ? `${ex.error.name}: ${ex.error.value}` : null,
+  }
+}
+if (INDEX) {
+  cases.ci_install_path = async () => {
+    const kernel = (await sbx.runCode('import sys\nprint(sys.prefix)')).logs.stdout
+    const prefix = kernel.length ? kernel[0].trim() : null
+    const shell = (await sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'")).stdout
+    const pipsOfKernel = {}
+    for (const p of ['pip', 'pip3']) pipsOfKernel[p] = (await sbx.commands.run(`${p} --version`)).stdout.includes(`${prefix}/lib/python3`)
+    const tools = {}
+    for (const t of ['node', 'npm', 'gcc', 'make']) tools[t] = await command(`${t} --version >/dev/null`)
+    return { samePython: shell.trim() === prefix, pipsOfKernel, tools }
+  }
+  cases.ci_install_pip_user = () => installThenImport((n) => command(`pip install --index-url ${INDEX}/simple ${n}`), 'user')
+  cases.ci_install_pip_sudo = () => installThenImport((n) => command(`sudo pip install --index-url ${INDEX}/simple ${n}`), 'sudo')
+  cases.ci_install_pip_bang = () => installThenImport((n) => inCell(`!pip install --index-url ${INDEX}/simple ${n}`), 'bang')
+  cases.ci_install_pip_magic = () => installThenImport((n) => inCell(`%pip install --index-url ${INDEX}/simple ${n}`), 'magic')
+  cases.ci_install_npm_require = () => installThenImport(
+    (n) => command(`cd /home/user && npm install --registry ${INDEX}/npm/ ${n}`), 'npm', 'js')
+}
+
 // The per-language cases (ci_languages.json) for the languages the image's
 // kernels serve (argv[2], a comma list; js and ts share javascript's kernel);
 // argv[3], when given: only these of them (the boot's short list).

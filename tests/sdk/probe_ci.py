@@ -5,11 +5,12 @@ expectations in test_sdk_ci.py."""
 import base64
 import contextlib
 import json
+import os
 import pathlib
 import sys
 import traceback
 
-from e2b import TimeoutException
+from e2b import CommandExitException, TimeoutException
 from e2b_code_interpreter import Sandbox
 
 CHART = ('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9], label="squares")\n'
@@ -131,6 +132,81 @@ def ci_timeout_recovers():
         return {"timedOut": timed_out, "next": nxt, "third": third}
 
 
+# Installs as E2B's docs tell users to add packages to the code interpreter,
+# each seen by the next cell. Only with a package index (E2B_SDK_INDEX_URL:
+# sdk_stack.sh serves tests/sdk/package_index.py on the guest's loopback); a
+# boot's guest reaches none. The packages' names say which SDK installed them
+# (probe_ci.mjs installs its own), the observations do not.
+INDEX = os.environ.get("E2B_SDK_INDEX_URL")
+
+
+def install_then_import(install, word: str) -> dict:
+    """INSTALL(name) installs package e2b-probe-py<word>; then a cell of the
+    default context imports it."""
+    name = f"e2b-probe-py{word}"
+    installed = install(name)
+    ex = state["sbx"].run_code(f"import {name.replace('-', '_')} as m\nprint(m.NAME)")
+    return {"install": installed, "imported": ex.logs.stdout == [name + "\n"],
+            "importError": f"{ex.error.name}: {ex.error.value}" if ex.error else None}
+
+
+def command(cmd: str) -> int:
+    """CMD as the user, through envd (bash -l, as commands.run runs it): its exit code."""
+    try:
+        return state["sbx"].commands.run(cmd, timeout=300).exit_code
+    except CommandExitException as e:
+        return e.exit_code
+
+
+def ci_install_path():
+    """python3, pip and pip3 on the user's PATH are the kernel's Python;
+    node, npm and the compiler are there too."""
+    sbx = state["sbx"]
+    kernel = sbx.run_code("import sys\nprint(sys.prefix)").logs.stdout
+    shell = sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'").stdout
+    pips = {p: sbx.commands.run(f"{p} --version").stdout for p in ("pip", "pip3")}
+    tools = {t: command(f"{t} --version >/dev/null") for t in ("node", "npm", "gcc", "make")}
+    prefix = kernel[0].strip() if kernel else None
+    return {"samePython": shell.strip() == prefix,
+            "pipsOfKernel": {p: f"{prefix}/lib/python3" in v for p, v in pips.items()},
+            "tools": tools}
+
+
+def ci_install_pip_user():
+    return install_then_import(lambda n: command(f"pip install --index-url {INDEX}/simple {n}"), "user")
+
+
+def ci_install_pip_sudo():
+    return install_then_import(lambda n: command(f"sudo pip install --index-url {INDEX}/simple {n}"), "sudo")
+
+
+def in_cell(code: str) -> int:
+    """CODE (a pip line) in a cell of the default context: 0 when pip said it installed."""
+    ex = state["sbx"].run_code(code, timeout=300)
+    return 0 if any("Successfully installed" in line for line in ex.logs.stdout) else 1
+
+
+def ci_install_pip_bang():
+    return install_then_import(lambda n: in_cell(f"!pip install --index-url {INDEX}/simple {n}"), "bang")
+
+
+def ci_install_pip_magic():
+    return install_then_import(lambda n: in_cell(f"%pip install --index-url {INDEX}/simple {n}"), "magic")
+
+
+def ci_install_npm_require():
+    """npm install in /home/user, then the javascript kernel's require() finds it."""
+    name = "e2b-probe-pynpm"
+    installed = command(f"cd /home/user && npm install --registry {INDEX}/npm/ {name}")
+    ex = state["sbx"].run_code(f"console.log(require('{name}').name)", language="js")
+    return {"install": installed, "imported": ex.logs.stdout == [name + "\n"],
+            "importError": f"{ex.error.name}: {ex.error.value}" if ex.error else None}
+
+
+INSTALL_CASES = (ci_install_path, ci_install_pip_user, ci_install_pip_sudo, ci_install_pip_bang,
+                 ci_install_pip_magic, ci_install_npm_require) if INDEX else ()
+
+
 # The per-language cases (ci_languages.json) for the languages the image's
 # kernels serve (argv[1], a comma list; js and ts share javascript's kernel);
 # argv[2], when given: only these of them (the boot's short list).
@@ -172,7 +248,7 @@ def language_case(case):
 
 
 for fn in (ci_run_code, ci_chart, ci_error, ci_contexts, ci_streams, ci_env, ci_dataframe, ci_restart,
-           ci_timeout, ci_timeout_recovers,
+           ci_timeout, ci_timeout_recovers, *INSTALL_CASES,
            *(language_case(c) for c in TABLE["cases"] if c["language"] in SERVED and (not ONLY or c["name"] in ONLY))):
     try:
         obs = fn()

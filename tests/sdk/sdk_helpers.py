@@ -28,7 +28,7 @@ PY_DIR = BUILD / "py-sdk"
 STACK = HERE / "sdk_stack.sh"
 # A boot plus every case takes seconds (rt) to minutes (ci: Jupyter, five kernels);
 # these bound a hang.
-STACK_TIMEOUT = {"e2b-rt": 300, "e2b-ci": 1200}
+STACK_TIMEOUT = {"e2b-rt": 300, "e2b-base": 900, "e2b-ci": 1200}
 
 # Where the probes' files are; the JS ones (and their shared module) are
 # copied next to node_modules so that `import 'e2b'` resolves to build/npm-e2b.
@@ -86,22 +86,22 @@ def pinned_py(name: str) -> str:
 
 
 def tree(flavor: str) -> pathlib.Path:
-    """FLAVOR's image tree: $E2B_SDK_RT_TREE / $E2B_SDK_CI_TREE, or the
+    """FLAVOR's image tree: $E2B_SDK_RT_TREE / _BASE_ / _CI_TREE, or the
     session's build (testimages.image). Every image ships the real envd, so a
     tree whose envd is not it fails here."""
-    var = {"e2b-rt": "E2B_SDK_RT_TREE", "e2b-ci": "E2B_SDK_CI_TREE"}[flavor]
+    var = {"e2b-rt": "E2B_SDK_RT_TREE", "e2b-base": "E2B_SDK_BASE_TREE", "e2b-ci": "E2B_SDK_CI_TREE"}[flavor]
     given = os.environ.get(var)
     if given:
         path = pathlib.Path(given)
-        if not (path / "usr" / "local" / "bin" / "envd").exists():
-            pytest.fail(f"${var}={given} is not an image tree with /usr/local/bin/envd")
+        if not (path / "usr" / "bin" / "envd").exists():
+            pytest.fail(f"${var}={given} is not an image tree with /usr/bin/envd")
     else:
         built = testimages.image(flavor)
         if not built.ok:
             pytest.fail(built.failure())
         path = built.tree
     # The real envd prints the commit it was built from.
-    cp = subprocess.run(["chroot", str(path), "/usr/local/bin/envd", "-commit"], capture_output=True, text=True)
+    cp = subprocess.run(["chroot", str(path), "/usr/bin/envd", "-commit"], capture_output=True, text=True)
     if cp.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}\n", cp.stdout):
         pytest.fail(f"{flavor} tree {path}: its envd is not the real one (`envd -commit`: rc {cp.returncode}, "
                     f"{(cp.stdout + cp.stderr).strip()[:200]!r})")
@@ -131,15 +131,18 @@ def case_lines(output: str) -> dict:
 class StackRun:
     """One boot of sdk_stack.sh (FLAVOR, TREE) running PROBE in the host
     namespace: its CASE observations by name, and the whole output for
-    failure messages."""
+    failure messages. INDEX: the stack serves package_index.py to the
+    guest (E2B_SDK_INDEX_URL for the probe; its requests in .index_log)."""
 
-    def __init__(self, flavor: str, tree_path: pathlib.Path, work: pathlib.Path, probe: list, cwd=None):
+    def __init__(self, flavor: str, tree_path: pathlib.Path, work: pathlib.Path, probe: list, cwd=None,
+                 index: bool = False):
         self.token = secrets.token_hex(24)
         self.instance_id = "isdk" + secrets.token_hex(6)
         self.env_id = "sdk-template"
         env = dict(os.environ, E2B_SDK_TOKEN=self.token, E2B_SDK_INSTANCE_ID=self.instance_id,
                    E2B_SDK_ENV_ID=self.env_id, E2B_SDK_USER_SERVER=str(HERE / "user_server.sh"),
-                   E2B_SDK_TOKEN_HASH=hashlib.sha512(self.token.encode()).hexdigest())
+                   E2B_SDK_TOKEN_HASH=hashlib.sha512(self.token.encode()).hexdigest(),
+                   E2B_SDK_INDEX="1" if index else "")
         work.mkdir(parents=True, exist_ok=True)
         # -no-cgroups: see README.md (this host's cgroup2 tree has no cpu,
         # memory or io controller, so envd's cgroup manager cannot be made).
@@ -151,6 +154,8 @@ class StackRun:
         self.output, self.returncode = run_captured(argv, STACK_TIMEOUT[flavor], env=env, cwd=cwd)
         self.cases = case_lines(self.output)
         self.stack = dict(line.partition(" ")[::2] for line in self.output.splitlines() if line.startswith("STACK-"))
+        log = work / "logs" / "index.log"
+        self.index_log = log.read_text() if index and log.is_file() else ""
 
     def case(self, name: str) -> dict:
         """NAME's observation; fails with the stack's output if the probe

@@ -4,7 +4,7 @@
 #   sdk_stack.sh FLAVOR TREE WORK TOOLS ENVD_FLAGS -- PROBE [ARG…]
 #
 # FLAVOR is rt or ci, TREE an image tree holding the real envd at
-# /usr/local/bin/envd, WORK a scratch directory, TOOLS the directory of our
+# /usr/bin/envd, WORK a scratch directory, TOOLS the directory of our
 # C tools (build/), ENVD_FLAGS extra envd flags ("-no-cgroups" or "").
 #
 # "Guest" (this namespace), as the image's units would run it:
@@ -14,7 +14,7 @@
 #     (instanceID, envID, accessTokenHash), as mmds.service;
 #   - the real envd from TREE, chrooted, as root, in Firecracker mode (no
 #     -isnotfc: it polls MMDS and checks /init tokens against the hash), as
-#     envd.service's ExecStart=/usr/local/bin/envd;
+#     envd.service's ExecStart=/usr/bin/envd;
 #   - ci only: Jupyter and the code-interpreter API server from TREE as
 #     uid 1000 (tests/image_ci/stack.sh's functions), talking to the real envd;
 #   - the real dynamic relay (vsock-relay, socket-activated on a unix socket
@@ -59,9 +59,15 @@ printf '{"instanceID":"%s","envID":"%s","accessTokenHash":"%s"}\n' \
 wait_for 10 curl -sf -X PUT -H 'X-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token \
 	|| fail "mmds-serve did not answer on 169.254.169.254:80"
 
+# Nothing is written into TREE itself (the session's build, which other
+# tests read): the guest's root is an overlay of it, its changes in WORK
+# (a `sudo pip install` lands there), gone with this namespace.
+mkdir -p "$work/root" "$work/upper" "$work/overlay-work"
+mount -t overlay overlay -o "lowerdir=$tree,upperdir=$work/upper,workdir=$work/overlay-work" "$work/root" ||
+	fail "overlay of $tree"
+tree=$work/root
 # The tree gets what systemd gives the guest: /proc, /dev (+ /dev/shm), a
-# fresh /run, /tmp, /home (with user's home), /root and /mnt. Nothing is written into
-# TREE itself: every writable place is a tmpfs of this namespace.
+# fresh /run and /tmp; /home, /root and /mnt are the image's own.
 mount -t proc proc "$tree/proc" || fail "mount proc"
 mount --bind /dev "$tree/dev" || fail "bind /dev"
 mount -t tmpfs -o mode=1777 tmpfs "$tree/dev/shm"
@@ -71,18 +77,23 @@ mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$tree/dev/pts" ||
 mount --bind "$tree/dev/pts/ptmx" "$tree/dev/ptmx" || fail "bind ptmx"
 mount -t tmpfs -o mode=0755 tmpfs "$tree/run"
 mount -t tmpfs -o mode=1777 tmpfs "$tree/tmp"
-mount -t tmpfs -o mode=0755 tmpfs "$tree/home"
-# root's home too: commands run as root write there (git config --global);
-# and /mnt, where envd makes the mount points of /init's volumeMounts.
-mount -t tmpfs -o mode=0700 tmpfs "$tree/root"
-mount -t tmpfs -o mode=0755 tmpfs "$tree/mnt"
-mkdir -m 0700 "$tree/home/user" && chown 1000:1000 "$tree/home/user"
 
-# envd as envd.service runs it: root, ExecStart=/usr/local/bin/envd, the
+# E2B_SDK_INDEX=1: a package index for the install checks (package_index.py),
+# on this namespace's loopback, where the guest's commands reach it (the
+# probe's own namespace is not reachable from here, as a pool host's
+# loopback is not from a guest). Its URL reaches the probe as
+# E2B_SDK_INDEX_URL; its log of requests is WORK/logs/index.log.
+if [ "${E2B_SDK_INDEX:-}" = 1 ]; then
+	/usr/bin/python3 "$here/package_index.py" > "$logs/index.log" 2>&1 &
+	wait_for 10 grep -q '^INDEX ' "$logs/index.log" || fail "the package index did not start"
+	export E2B_SDK_INDEX_URL=$(sed -n 's/^INDEX //p' "$logs/index.log")
+fi
+
+# envd as envd.service runs it: root, ExecStart=/usr/bin/envd, the
 # environment systemd gives a system service (PATH, nothing else).
 # shellcheck disable=SC2086  # ENVD_FLAGS is a word list on purpose
 chroot "$tree" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	/usr/local/bin/envd $envd_flags > "$logs/envd.log" 2>&1 &
+	/usr/bin/envd $envd_flags > "$logs/envd.log" 2>&1 &
 wait_for 20 curl -sf http://127.0.0.1:49983/health || fail "envd did not answer /health"
 # Firecracker mode: envd has read MMDS once it wrote the sandbox id.
 wait_for 10 test -s "$tree/run/e2b/.E2B_SANDBOX_ID" || fail "envd never read MMDS (/run/e2b/.E2B_SANDBOX_ID)"

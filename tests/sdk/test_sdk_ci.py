@@ -11,6 +11,11 @@ the languages the tree's kernelspecs serve; a language whose kernel the image
 was built without (kernels=) is skipped, naming it. The default build has all
 five kernels, so nothing is skipped there.
 
+The install cases (CI_INSTALL_EXPECTED) run here only: pip as the user, with
+sudo, `!pip` and `%pip` in a cell, each imported by the next cell, and npm
+in /home/user then require() in the javascript kernel, from the stack's
+package index (tests/sdk/package_index.py), which a boot's guest cannot reach.
+
 Tree: $E2B_SDK_CI_TREE, or the session's e2b-ci build (testimages)."""
 import json
 import pathlib
@@ -18,7 +23,7 @@ import pathlib
 import pytest
 
 from harness import require_root
-from expectations import CI_EXPECTED, CI_LANGUAGE_EXPECTED
+from expectations import CI_EXPECTED, CI_INSTALL_EXPECTED, CI_LANGUAGE_EXPECTED
 from sdk_helpers import StackRun, npm_sdk, py_sdk, tree
 from testimages import CI_LANGUAGE_KERNEL as LANGUAGE_KERNEL, ci_kernels, ci_languages
 
@@ -26,7 +31,7 @@ from testimages import CI_LANGUAGE_KERNEL as LANGUAGE_KERNEL, ci_kernels, ci_lan
 pytestmark = pytest.mark.build
 
 HERE = pathlib.Path(__file__).resolve().parent
-EXPECTED = {**CI_EXPECTED, **CI_LANGUAGE_EXPECTED}
+EXPECTED = {**CI_EXPECTED, **CI_INSTALL_EXPECTED, **CI_LANGUAGE_EXPECTED}
 CASE_LANGUAGE = {c["name"]: c["language"]
                  for c in json.loads((HERE / "ci_languages.json").read_text())["cases"]}
 
@@ -43,7 +48,7 @@ def ci_run(tmp_path_factory):
     both = ('cd "$1" && node probe_ci.mjs "$4" | sed "s/^CASE /CASE js-/"; '
             '"$2" "$3" "$4" | sed "s/^CASE /CASE py-/"')
     run = StackRun("e2b-ci", ci_tree, tmp_path_factory.mktemp("sdk-ci"),
-                   ["/bin/bash", "-c", both, "probes", npm, python, HERE / "probe_ci.py", languages])
+                   ["/bin/bash", "-c", both, "probes", npm, python, HERE / "probe_ci.py", languages], index=True)
     run.kernels = kernels
     return run
 

@@ -72,11 +72,11 @@ section_mmds() {
 # 4. The guard's own verdict, and the version file against the binary.
 section_guard() {
 	local guard_out
-	guard_out=$(/usr/local/bin/envd-guard check 2>&1)
+	guard_out=$(/usr/bin/envd-guard check 2>&1)
 	report guard_check_rc "$?"
 	report_b64 guard_check_out_b64 "$guard_out"
 	report_b64 envd_version_file_b64 "$(cat /etc/envd-version 2>/dev/null)"
-	report_b64 envd_version_bin_b64 "$(/usr/local/bin/envd -version 2>/dev/null)"
+	report_b64 envd_version_bin_b64 "$(/usr/bin/envd -version 2>/dev/null)"
 }
 
 # 5. e2b-ci: Jupyter and the code interpreter, with the larger budget
@@ -154,7 +154,7 @@ section_stop_guard() {
 	systemctl stop envd-guard.service
 	report_b64 after_guard_stop_b64 "$(unit_states envd-guard.service envd.service mmds.service mmds.socket)"
 	local rc guard_out
-	guard_out=$(/usr/local/bin/envd-guard check 2>&1)
+	guard_out=$(/usr/bin/envd-guard check 2>&1)
 	rc=$?
 	report guard_check_after_stop_rc "$rc"
 	report_b64 guard_check_after_stop_out_b64 "$guard_out"
@@ -290,7 +290,7 @@ section_envd_real() {
 	report envd_init_no_mmds_code "$code"
 	report envd_init_no_mmds_ms "$(( $(uptime_ms) - t0 ))"
 	report_b64 envd_init_nat_b64 "$(iptables -w 5 -t nat -S 2>&1)"
-	/usr/local/bin/envd-guard check > /dev/null 2>&1
+	/usr/bin/envd-guard check > /dev/null 2>&1
 	report guard_check_after_init_rc "$?"
 	report envd_envs_after_init "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://127.0.0.1:49983/envs)"
 	systemctl start mmds.socket
