@@ -423,7 +423,8 @@ int tpl_parse(const char *buf, size_t len, struct template_conf *conf, struct tp
 	if (r == 0 && !conf->name)
 		r = fail(err, 0, "name", "missing: every template needs a name");
 	if (r == 0 && !conf->base)
-		r = fail(err, 0, "base", "missing: every template needs a base (e2b-rt or e2b-ci)");
+		r = fail(err, 0, "base", "missing: every template needs a base: a flavor (e2b-rt, e2b-base, e2b-ci), "
+			 "oci:PATH[:REF] or docker-archive:FILE");
 	if (r == 0 && (conf->restart && !conf->start))
 		r = fail(err, seen[K_RESTART], "restart", "set without a start command");
 	if (r == 0 && conf->ready_timeout && conf->ready == TPL_READY_NONE)

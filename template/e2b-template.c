@@ -5,7 +5,10 @@
  * instead (e2b.template.json, e2bjson.c), prints that one's normal form.
  * See template/README.md.
  *
- *   e2b-template --dir DIR --flavors "e2b-rt e2b-ci" [--json FILE]
+ *   e2b-template --dir DIR --flavors "e2b-base e2b-ci e2b-rt" [--json FILE]
+ *
+ * --flavors: the flavors this checkout builds (os-image/mkosi.profiles/NAME):
+ * a template.conf's base and an E2B template's base flavor must be one.
  *
  * --json FILE: the Template JSON of a Dockerfile template (e2b.toml,
  * e2b.Dockerfile or Dockerfile in DIR, converted by template/e2b/dockerfile.py)
@@ -38,7 +41,7 @@ static void usage(void)
 	fprintf(stderr, "usage: e2b-template --dir DIR --flavors \"FLAVOR...\" [--json FILE]\n");
 }
 
-/* " e2b-rt e2b-ci " contains the word w. */
+/* "e2b-base e2b-ci e2b-rt" contains the word w. */
 static int is_flavor(const char *flavors, const char *w)
 {
 	size_t n = strlen(w);
@@ -193,6 +196,44 @@ static int exists_in(const char *dir, const char *name)
 	return faccessat(AT_FDCWD, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* The normal form's base, against this checkout's flavors: fromTemplate
+ * naming one of them (no local template can have a flavor's name) builds on
+ * it, which is how an E2B template gets e2b-rt, for which E2B has no name; a
+ * flavor E2B's name maps to must be one this checkout builds; and the SDK's
+ * bun_install is refused on a flavor, none of which has bun. 0 or 1 (logged). */
+static int check_flavor_base(json_t *o, const char *path, const char *flavors)
+{
+	json_t *from = json_object_get(o, "from");
+	const char *kind = json_string_value(json_object_get(from, "kind"));
+	const char *flavor = json_string_value(json_object_get(from, "name"));
+	long bun;
+
+	if (!strcmp(kind, "template") && is_flavor(flavors, flavor)) {
+		json_t *f = json_pack("{s:s, s:s, s:s}", "kind", "flavor", "name", flavor, "as", flavor);
+		if (!f || json_object_set_new(o, "from", f) < 0) {
+			log_error("%s: out of memory", path);
+			return 1;
+		}
+		return check_flavor_base(o, path, flavors);
+	}
+	if (strcmp(kind, "flavor"))
+		return 0;
+	if (!is_flavor(flavors, flavor)) {
+		log_error("%s: '%s' is E2B's name for our flavor %s, which this checkout does not build (its flavors: "
+			  "%s); build it where os-image/mkosi.profiles/%s exists, or name one of those flavors",
+			  path, json_string_value(json_object_get(from, "as")), flavor, flavors, flavor);
+		return 1;
+	}
+	bun = e2b_bun_install_step(json_object_get(o, "steps"));
+	if (bun >= 0) {
+		log_error("%s: step %ld: RUN `bun install ...` (the SDK's bun_install): bun is missing from the image "
+			  "(%s; no flavor of ours has bun); install bun in an earlier RUN step (`npm install -g bun`, "
+			  "as root) or use npm_install", path, bun, flavor);
+		return 1;
+	}
+	return 0;
+}
+
 /* DIR/e2b.template.json (e2bjson.h), or with json_file a Dockerfile
  * template's Template JSON: its normal form, with the format and the
  * template's name (its folder's) for template/template.sh. */
@@ -250,6 +291,11 @@ static int run_e2b(const char *dir, const char *flavors, const char *json_file)
 			  base);
 		json_decref(o);
 		return 1;
+	}
+	r = check_flavor_base(o, path, flavors);
+	if (r) {
+		json_decref(o);
+		return r;
 	}
 	json_object_set_new(o, "format", json_string("e2b"));
 	json_object_set_new(o, "name", json_string(name));
@@ -316,6 +362,14 @@ int main(int argc, char **argv)
 	if (faccessat(AT_FDCWD, json_path, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
 		log_error("%s: both template.conf and e2b.template.json: a template is written in one format; "
 			  "move one of them out", dir);
+		free(dir);
+		return 1;
+	}
+	/* Not read here, and not to be ignored in silence: its cpu_count and
+	 * memory_mb would not reach the labels. */
+	if (exists_in(dir, "e2b.toml")) {
+		log_error("%s: both template.conf and e2b.toml: template.conf is read and e2b.toml would not be; "
+			  "set vcpu and memory_mb in template.conf and move e2b.toml out", dir);
 		free(dir);
 		return 1;
 	}

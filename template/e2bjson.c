@@ -1,8 +1,11 @@
 /* E2B's Template JSON reader (e2bjson.h). */
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -15,7 +18,7 @@
 static const struct {
 	const char *e2b, *flavor;
 } e2b_templates[] = {
-	{ "base", "e2b-rt" },
+	{ "base", "e2b-base" },
 	{ "code-interpreter-v1", "e2b-ci" },
 	{ "code-interpreter", "e2b-ci" },
 };
@@ -25,6 +28,54 @@ const char *e2b_flavor_of(const char *name)
 	for (size_t i = 0; i < sizeof(e2b_templates) / sizeof(e2b_templates[0]); i++)
 		if (!strcmp(name, e2b_templates[i].e2b))
 			return e2b_templates[i].flavor;
+	return NULL;
+}
+
+/* ":TAG" as registries take a tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}; returns its length, 0 for none. */
+static size_t tag_len(const char *s)
+{
+	size_t n = 1;
+
+	if (s[0] != ':' || !(isalnum((unsigned char)s[1]) || s[1] == '_'))
+		return 0;
+	while (n < 129 && (isalnum((unsigned char)s[n]) || strchr("_.-", s[n])) && s[n])
+		n++;
+	return n;
+}
+
+/* "@sha256:" and 64 lowercase hex digits, to the end. */
+static bool is_digest(const char *s)
+{
+	size_t i;
+
+	if (strncmp(s, "@sha256:", 8))
+		return false;
+	for (i = 8; (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'); i++)
+		;
+	return i == 8 + 64 && !s[i];
+}
+
+const char *e2b_image_template(const char *ref)
+{
+	/* Docker Hub's names for itself; "docker.io/e2bdev/base" is "e2bdev/base". */
+	static const char *const hub[] = { "docker.io/", "index.docker.io/", "registry-1.docker.io/", "" };
+	static const struct {
+		const char *repo, *e2b;
+	} images[] = { { "e2bdev/base", "base" }, { "e2bdev/code-interpreter", "code-interpreter" } };
+
+	for (size_t h = 0; h < sizeof(hub) / sizeof(hub[0]); h++) {
+		const char *rest = ref + strlen(hub[h]);
+		if (strncmp(ref, hub[h], strlen(hub[h])))
+			continue;
+		for (size_t i = 0; i < sizeof(images) / sizeof(images[0]); i++) {
+			const char *p = rest + strlen(images[i].repo);
+			if (strncmp(rest, images[i].repo, strlen(images[i].repo)))
+				continue;
+			p += tag_len(p);
+			if (!*p || is_digest(p))
+				return images[i].e2b;
+		}
+	}
 	return NULL;
 }
 
@@ -57,7 +108,22 @@ static bool valid_user(const char *s)
 	return true;
 }
 
-/* OWNER[:GROUP], as COPY's third argument (E2B's chown takes it as is). */
+/* A numeric id, 0 to 4294967294 ((uid_t)-1 is no id), as chown and id(1) take one. */
+static bool valid_id(const char *s)
+{
+	size_t n = strspn(s, "0123456789");
+
+	return n > 0 && n <= 10 && !s[n] && strtoull(s, NULL, 10) < UINT_MAX;
+}
+
+/* A login name or a numeric id: what the SDKs write for a user (USER 1000,
+ * copy(user="1000:1000")); E2B's build hands either to id(1), chown and envd. */
+static bool valid_account(const char *s)
+{
+	return valid_user(s) || valid_id(s);
+}
+
+/* OWNER[:GROUP], as COPY's third argument (E2B's chown takes it as is) and USER's first. */
 static bool valid_owner(const char *s)
 {
 	char user[MAX_USER_NAME + 2];
@@ -68,7 +134,7 @@ static bool valid_owner(const char *s)
 		return false;
 	memcpy(user, s, n);
 	user[n] = '\0';
-	return valid_user(user) && (!colon || valid_user(colon + 1));
+	return valid_account(user) && (!colon || valid_account(colon + 1));
 }
 
 static bool valid_env_name(const char *s)
@@ -194,7 +260,8 @@ static int check_copy(json_t *args, long n, long i, struct e2b_error *err)
 		return fail(err, i, "args", "COPY: a source or destination with a tab or newline in it; "
 			    "name the files without one");
 	if (n > 2 && *ARG(2) && !valid_owner(ARG(2)))
-		return fail(err, i, "args", "COPY: owner '%.64s' is not USER or USER:GROUP of login names", ARG(2));
+		return fail(err, i, "args", "COPY: owner '%.64s' is not USER or USER:GROUP of login names or numeric ids",
+			    ARG(2));
 	if (n > 3 && !valid_mode(ARG(3)))
 		return fail(err, i, "args", "COPY: mode '%.16s' is not up to four octal digits", ARG(3));
 	return 0;
@@ -209,8 +276,8 @@ static int check_args(const char *type, json_t *args, long i, struct e2b_error *
 	if (!strcmp(type, "RUN")) {
 		if (n < 1 || n > 2 || !*ARG(0))
 			return fail(err, i, "args", "RUN takes [command] or [command, user], with a command");
-		if (n == 2 && !valid_user(ARG(1)))
-			return fail(err, i, "args", "RUN: user '%.64s' is not a login name", ARG(1));
+		if (n == 2 && !valid_account(ARG(1)))
+			return fail(err, i, "args", "RUN: user '%.64s' is not a login name or a numeric uid", ARG(1));
 	} else if (!strcmp(type, "COPY")) {
 		return check_copy(args, n, i, err);
 	} else if (!strcmp(type, "ENV")) {
@@ -226,8 +293,9 @@ static int check_args(const char *type, json_t *args, long i, struct e2b_error *
 		if (!one_line(ARG(0)))
 			return fail(err, i, "args", "WORKDIR: the path has a tab or newline in it; name one without");
 	} else { /* USER */
-		if (n < 1 || n > 2 || !valid_user(ARG(0)))
-			return fail(err, i, "args", "USER takes [name] or [name, \"true\"] with a login name");
+		if (n < 1 || n > 2 || !valid_owner(ARG(0)))
+			return fail(err, i, "args", "USER takes [name] or [name, \"true\"]: a login name or a numeric uid, "
+				    "with :GROUP (a name or a gid) or without");
 		if (n == 2 && strcmp(ARG(1), "true") && strcmp(ARG(1), "false"))
 			return fail(err, i, "args", "USER: the second argument (sudo) is \"true\" or \"false\"");
 	}
@@ -297,8 +365,9 @@ static int read_step(json_t *s, long i, json_t *steps, struct e2b_error *err)
 	} else {
 		if (!json_is_string(v) || !valid_files_hash(json_string_value(v)))
 			return fail(err, i, "filesHash",
-				    "COPY: no filesHash of 64 lowercase hex digits; write the JSON with the SDK's "
-				    "to_json from the template's own folder");
+				    "COPY: no filesHash of 64 lowercase hex digits (the JS SDK's Template.toJSON(t, false) "
+				    "writes none); write the JSON with Template.to_json(t) or toJSON(t) from the template's "
+				    "own folder");
 		hash = json_string_value(v);
 	}
 	out = json_pack("{s:I, s:s, s:O, s:b}", "index", (json_int_t)i, "type", type, "args", args, "force",
@@ -339,7 +408,13 @@ static int read_from(json_t *root, json_t *o, struct e2b_error *err)
 		if (!valid_image_ref(ref))
 			return fail(err, -1, "fromImage",
 				    "'%.80s' is not an image reference ([registry/]name[:tag][@digest])", ref);
-		from = json_pack("{s:s, s:s}", "kind", "image", "ref", ref);
+		/* E2B's own images are our flavors, whatever their tag: the SDKs'
+		 * default base (Template() writes fromImage "e2bdev/base") is base. */
+		if (e2b_image_template(ref))
+			from = json_pack("{s:s, s:s, s:s}", "kind", "flavor", "name",
+					 e2b_flavor_of(e2b_image_template(ref)), "as", e2b_image_template(ref));
+		else
+			from = json_pack("{s:s, s:s}", "kind", "image", "ref", ref);
 	} else {
 		const char *name = json_is_string(tpl) ? json_string_value(tpl) : "", *flavor = e2b_flavor_of(name);
 		if (flavor)
@@ -422,6 +497,38 @@ static int read_template(json_t *root, json_t *o, struct e2b_error *err)
 	if ((r = read_cmd(root, "startCmd", o, "start_cmd", err)) < 0)
 		return r;
 	return read_cmd(root, "readyCmd", o, "ready_cmd", err);
+}
+
+/* "bun" as a word of s: not inside a longer name (ubuntu, bunny, bun-x). */
+static bool names_bun(const char *s)
+{
+	for (const char *p = s; (p = strstr(p, "bun")); p += 3) {
+		bool before = p == s || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
+		bool after = !(isalnum((unsigned char)p[3]) || p[3] == '_' || p[3] == '-');
+		if (before && after)
+			return true;
+	}
+	return false;
+}
+
+long e2b_bun_install_step(json_t *steps)
+{
+	size_t i, k;
+	json_t *s, *a;
+
+	json_array_foreach(steps, i, s) {
+		const char *type = json_string_value(json_object_get(s, "type"));
+		const char *cmd = json_string_value(json_array_get(json_object_get(s, "args"), 0));
+		/* What bun_install writes: "bun install", then -g, --dev or packages. */
+		if (type && cmd && !strcmp(type, "RUN") && !strncmp(cmd, "bun install", 11) &&
+		    (!cmd[11] || cmd[11] == ' '))
+			return (long)i;
+		/* A step before it that names bun may install it (npm install -g bun, curl bun.sh/install). */
+		json_array_foreach(json_object_get(s, "args"), k, a)
+			if (json_is_string(a) && names_bun(json_string_value(a)))
+				return -1;
+	}
+	return -1;
 }
 
 int e2b_parse(const char *buf, size_t len, json_t **out, struct e2b_error *err)

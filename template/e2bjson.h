@@ -32,7 +32,8 @@ struct e2b_error {
 
 /* Parses buf[0..len) (no NUL inside). On success *out is the normal form:
  *
- *   {"from": {"kind": "flavor", "name": "e2b-ci", "as": "code-interpreter-v1"}
+ *   {"from": {"kind": "flavor", "name": "e2b-ci", "as": "code-interpreter-v1"}   (also for
+ *             fromImage "e2bdev/code-interpreter:TAG", as "code-interpreter": e2b_image_template)
  *          | {"kind": "template", "name": "web"} | {"kind": "image", "ref": "python:3.13"},
  *    "registry_auth": "registry" | "aws" | "gcp" | null,   (the type only: no secret is kept)
  *    "force": bool,
@@ -46,8 +47,19 @@ struct e2b_error {
  * On error returns -EINVAL (-ENOMEM, -EFBIG), fills *err, leaves *out NULL. */
 int e2b_parse(const char *buf, size_t len, json_t **out, struct e2b_error *err);
 
-/* E2B's names of its own templates, as our flavors: "base" is e2b-rt,
+/* E2B's names of its own templates, as our flavors: "base" is e2b-base,
  * "code-interpreter-v1" and "code-interpreter" are e2b-ci. NULL otherwise. */
 const char *e2b_flavor_of(const char *e2b_template_name);
+
+/* E2B's own images on Docker Hub, as fromImage names them, as E2B's template
+ * names: e2bdev/base is "base", e2bdev/code-interpreter "code-interpreter",
+ * with any tag and/or @sha256 digest, with or without docker.io/,
+ * index.docker.io/ or registry-1.docker.io/ first. NULL for any other image. */
+const char *e2b_image_template(const char *image_ref);
+
+/* The index of the first step of the normal form's STEPS that is the SDK's
+ * bun_install (a RUN "bun install ...") with no step before it naming bun
+ * (which may install it); -1 when there is none. None of our flavors has bun. */
+long e2b_bun_install_step(json_t *steps);
 
 #endif

@@ -1,7 +1,8 @@
 /* libFuzzer target for E2B's Template JSON reader (e2bjson.c). Besides memory
  * safety it checks the reader's promises: a rejected input returns nothing and
- * says why; an accepted one has a base of a known kind and steps of the five
- * types in order, each COPY with four args and a filesHash, no secret kept. */
+ * says why; an accepted one has a base of a known kind (a flavor only by E2B's
+ * name for it) and steps of the five types in order, each COPY with four args
+ * and a filesHash, no secret kept. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	kind = json_string_value(json_object_get(from, "kind"));
 	if (!kind || (strcmp(kind, "image") && strcmp(kind, "flavor") && strcmp(kind, "template")))
 		abort();
+	/* A flavor is only ever E2B's name for one (fromTemplate, or one of its images). */
+	if (!strcmp(kind, "flavor")) {
+		const char *as = json_string_value(json_object_get(from, "as"));
+		const char *name = json_string_value(json_object_get(from, "name"));
+		if (!as || !name || !e2b_flavor_of(as) || strcmp(e2b_flavor_of(as), name))
+			abort();
+	}
+	(void)e2b_bun_install_step(json_object_get(o, "steps"));
 	steps = json_object_get(o, "steps");
 	if (!json_is_array(steps))
 		abort();

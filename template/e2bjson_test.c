@@ -77,9 +77,34 @@ int main(void)
 	json_decref(o);
 
 	ok(parse("{\"fromTemplate\": \"base\"}", &o, &err) == 0 &&
-		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "name")), "e2b-rt") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "name")), "e2b-base") &&
 		   json_array_size(json_object_get(o, "steps")) == 0,
-	   "base is e2b-rt; no steps");
+	   "base is e2b-base; no steps");
+	json_decref(o);
+	ok(parse("{\"fromImage\": \"e2bdev/base\"}", &o, &err) == 0 &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "kind")), "flavor") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "name")), "e2b-base") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "as")), "base"),
+	   "fromImage e2bdev/base (Template()'s default) is e2b-base");
+	json_decref(o);
+	ok(parse("{\"fromImage\": \"docker.io/e2bdev/code-interpreter:v1.2@sha256:" HASH "\"}", &o, &err) == 0 &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "name")), "e2b-ci") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "as")), "code-interpreter"),
+	   "fromImage docker.io/e2bdev/code-interpreter with a tag and a digest is e2b-ci");
+	json_decref(o);
+	ok(parse("{\"fromImage\": \"e2bdev/base-extra:1\"}", &o, &err) == 0 &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "kind")), "image"),
+	   "another image of e2bdev's is a registry image");
+	json_decref(o);
+	ok(parse("{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"1000\"]},"
+		 " {\"type\": \"USER\", \"args\": [\"1000:1000\", \"true\"]}, {\"type\": \"USER\", \"args\": [\"app:staff\"]},"
+		 " {\"type\": \"RUN\", \"args\": [\"id\", \"1000\"]}, {\"type\": \"RUN\", \"args\": [\"id\", \"0\"]},"
+		 " {\"type\": \"COPY\", \"args\": [\"a\", \"/a\", \"1000:1000\", \"\"], \"filesHash\": \"" HASH "\"},"
+		 " {\"type\": \"COPY\", \"args\": [\"a\", \"/a\", \"app:1000\", \"\"], \"filesHash\": \"" HASH "\"}]}",
+		 &o, &err) == 0 && json_array_size(json_object_get(o, "steps")) == 7 &&
+		   !strcmp(json_string_value(json_array_get(json_object_get(json_array_get(json_object_get(o, "steps"), 1),
+									  "args"), 0)), "1000:1000"),
+	   "numeric users as the SDKs write them: USER 1000, USER 1000:1000, RUN as 1000, COPY owner 1000:1000");
 	json_decref(o);
 	ok(parse("{\"fromTemplate\": \"my-web\", \"steps\": []}", &o, &err) == 0 &&
 		   !strcmp(json_string_value(json_object_get(json_object_get(o, "from"), "kind")), "template"),
@@ -129,7 +154,7 @@ int main(void)
 		"argument 1 is not a string");
 	rejects("a control character", "{" IMG "\"steps\": [" RUN("a\\u001b[2J") "]}", 0, "args", "control character");
 	rejects("a COPY without filesHash", "{" IMG "\"steps\": [{\"type\": \"COPY\", \"args\": [\"a\", \"/a\"]}]}", 0,
-		"filesHash", "64 lowercase hex");
+		"filesHash", "Template.toJSON(t, false) writes none");
 	rejects("a COPY with a short filesHash",
 		"{" IMG "\"steps\": [{\"type\": \"COPY\", \"args\": [\"a\", \"/a\"], \"filesHash\": \"abc\"}]}", 0,
 		"filesHash", "64 lowercase hex");
@@ -152,6 +177,19 @@ int main(void)
 		"args", "tab or newline");
 	rejects("a COPY destination with a newline", COPY_JSON("\"a\", \"/a\\n#x\""), 0, "args", "tab or newline");
 	rejects("a COPY source with a tab", COPY_JSON("\"a\\tb\", \"/a\""), 0, "args", "tab or newline");
+	rejects("a USER of 11 digits", "{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"10000000000\"]}]}", 0,
+		"args", "numeric uid");
+	rejects("a USER of (uid_t)-1", "{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"4294967295\"]}]}", 0,
+		"args", "numeric uid");
+	rejects("a USER with an empty group", "{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"1000:\"]}]}", 0,
+		"args", ":GROUP");
+	rejects("a USER of three parts", "{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"1:2:3\"]}]}", 0,
+		"args", ":GROUP");
+	rejects("a RUN as a negative uid", "{" IMG "\"steps\": [{\"type\": \"RUN\", \"args\": [\"a\", \"-1\"]}]}", 0,
+		"args", "numeric uid");
+	rejects("a RUN as user:group", "{" IMG "\"steps\": [{\"type\": \"RUN\", \"args\": [\"a\", \"1000:1000\"]}]}",
+		0, "args", "numeric uid");
+	rejects("a COPY owner of a signed id", COPY_JSON("\"a\", \"/a\", \"+1000\", \"\""), 0, "args", "numeric ids");
 	rejects("a USER with a bad sudo flag",
 		"{" IMG "\"steps\": [{\"type\": \"USER\", \"args\": [\"app\", \"yes\"]}]}", 0, "args", "sudo");
 	rejects("force not a boolean", "{" IMG "\"steps\": [{\"type\": \"RUN\", \"args\": [\"a\"], \"force\": 1}]}", 0,
@@ -178,7 +216,49 @@ int main(void)
 		   "rejects a JSON larger than 1 MiB");
 		free(huge);
 	}
-	ok(e2b_flavor_of("base") && !strcmp(e2b_flavor_of("base"), "e2b-rt") && !e2b_flavor_of("desktop"),
+	ok(e2b_flavor_of("base") && !strcmp(e2b_flavor_of("base"), "e2b-base") && !e2b_flavor_of("desktop"),
 	   "E2B's template names");
+	{
+		static const char *const base[] = { "e2bdev/base", "e2bdev/base:latest", "e2bdev/base:0.1.2_x-y",
+						     "e2bdev/base@sha256:" HASH, "e2bdev/base:v1@sha256:" HASH,
+						     "docker.io/e2bdev/base:latest", "index.docker.io/e2bdev/base",
+						     "registry-1.docker.io/e2bdev/base@sha256:" HASH };
+		static const char *const other[] = { "e2bdev/base-extra", "e2bdev/base:", "e2bdev/base:-x",
+						      "e2bdev/base@sha256:abc", "e2bdev/base@sha512:" HASH,
+						      "myorg/e2bdev/base", "docker.io/library/e2bdev/base",
+						      "quay.io/e2bdev/base", "E2BDEV/base", "e2bdev/base/x", "python:3.13" };
+		int good = 1;
+		for (size_t i = 0; i < sizeof(base) / sizeof(*base); i++)
+			if (!e2b_image_template(base[i]) || strcmp(e2b_image_template(base[i]), "base"))
+				good = 0, printf("# %s is not base\n", base[i]);
+		for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++)
+			if (e2b_image_template(other[i]))
+				good = 0, printf("# %s is E2B's %s\n", other[i], e2b_image_template(other[i]));
+		ok(good && e2b_image_template("e2bdev/code-interpreter:latest") &&
+			   !strcmp(e2b_image_template("e2bdev/code-interpreter:latest"), "code-interpreter"),
+		   "E2B's images: any tag or digest, Docker Hub's hosts; nothing else");
+	}
+	{
+		static const struct {
+			const char *steps;
+			long want;
+		} bun[] = {
+			{ "[" RUN("bun install") "]", 0 },
+			{ "[" RUN("apt-get install -y ubuntu-keyring bunny") ", " RUN("bun install -g tsx") "]", 1 },
+			{ "[" RUN("npm install -g bun") ", " RUN("bun install") "]", -1 },
+			{ "[{\"type\": \"ENV\", \"args\": [\"PATH\", \"/root/.bun/bin\"]}, " RUN("bun install") "]", -1 },
+			{ "[" RUN("bun installer") ", " RUN("echo bun install") "]", -1 },
+			{ "[]", -1 },
+		};
+		int good = 1;
+		for (size_t i = 0; i < sizeof(bun) / sizeof(*bun); i++) {
+			json_t *steps = json_loads(bun[i].steps, 0, NULL);
+			long got = e2b_bun_install_step(steps);
+			if (!steps || got != bun[i].want)
+				good = 0, printf("# %s: %ld, not %ld\n", bun[i].steps, got, bun[i].want);
+			json_decref(steps);
+		}
+		ok(good, "the SDK's bun_install, unless a step before it names bun");
+	}
 	return tap_done();
 }

@@ -86,8 +86,9 @@ there() { [ -e "$1/$2" ] || [ -L "$1/$2" ]; }
 # DIR's template, read and checked, as build/e2b-template's normal form in
 # OUT. template.conf and e2b.template.json come first (both: refused); else
 # e2b.toml, e2b.Dockerfile or Dockerfile, converted to E2B's Template JSON
-# by E2B's own SDK (template/e2b/dockerfile.py in the $E2B_SDK venv), with
-# e2b.toml's cpu_count and memory_mb in OUT.meta.
+# by E2B's own SDK (template/e2b/dockerfile.py in the $E2B_SDK venv). An
+# e2b.toml's cpu_count and memory_mb go into OUT.meta (beside a Dockerfile or
+# beside e2b.template.json; template.conf beside it is refused).
 read_template() {
     local dir=$1 dest=$2 sdk
     if ! there "$dir" template.conf && ! there "$dir" e2b.template.json &&
@@ -98,7 +99,13 @@ read_template() {
         PYTHONPATH="$top" "$sdk" -m template.e2b.dockerfile --dir "$dir" --out "$dest.sdk" --meta "$dest.meta" || return 1
         e2b_template "$dest" --dir "$dir" --json "$dest.sdk"
     else
-        e2b_template "$dest" --dir "$dir"
+        e2b_template "$dest" --dir "$dir" || return 1
+        # e2b.toml beside e2b.template.json: its start and ready commands
+        # into the normal form, its cpu_count and memory_mb into OUT.meta,
+        # as for a Dockerfile template (template/e2b/e2btoml.py).
+        if there "$dir" e2b.template.json && there "$dir" e2b.toml; then
+            pymod template.e2b.e2btoml --dir "$dir" --normal "$dest" --meta "$dest.meta" || return 1
+        fi
     fi
 }
 

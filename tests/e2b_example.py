@@ -1,7 +1,8 @@
 """examples/templates/e2b-sdk, built once per session (test only): its
 e2b.template.json written by the real Python SDK (build/py-sdk) from its
 template.py in a copy of the folder (the JSON is never committed), then
-`make template=` on e2b-rt into out/test-templates/e2b-sdk/. Shared by the
+`make template=` on e2b-base (its `from_template("base")`) into
+out/test-templates/e2b-sdk/. Shared by the
 build's checks (tests/template/test_e2b_build.py) and its boot
 (tests/boot/test_template_boot.py)."""
 from __future__ import annotations
@@ -50,4 +51,4 @@ def built() -> testimages.Built:
     sdk_json(src)
     out = testimages.ROOT / "out" / "test-templates"
     shutil.rmtree(out / NAME, ignore_errors=True)
-    return testimages.Built("e2b-rt", out / NAME, testimages.build_template(src, "e2b-rt", out))
+    return testimages.Built("e2b-base", out / NAME, testimages.build_template(src, "e2b-base", out))

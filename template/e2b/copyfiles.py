@@ -10,8 +10,8 @@ tar of folder-relative paths. E2B's build takes the entry at src's static
 prefix (the part before the first glob character) from that tar and puts it
 at dest. Here the folder is read the same way, the hash is computed again
 (the Python SDK's recipe, or the JS SDK's, which also hashes directories'
-sizes), and a step whose hash differs is refused: the JSON was written from
-other files, or the folder is stale or partial.
+sizes), and a step whose hash differs is refused, naming the likely causes
+(MISMATCH_CAUSES: an older SDK's recipe, fileIgnorePatterns, other files).
 
 Nothing outside the folder is read: every listed path, resolved, must stay
 inside it (a symlink that leads out is refused, unless the step copies the
@@ -24,6 +24,21 @@ import shutil
 import stat
 
 GLOB_CHARS = "*?[{"
+# Why a step's files may not hash as its JSON says. The versions are where
+# the published SDKs (`e2b` on PyPI and npm) changed their recipe: both
+# before 2.6.3 hashed each file's uid, gid and mtime; Python before 2.52
+# hashed a directory's size and `.` as "."; JS before 2.30.2 put a
+# directory's files in another order. fileIgnorePatterns are applied by the
+# SDK and written nowhere, so the files they left out are hashed here.
+MISMATCH_CAUSES = (
+    "Likely causes: (1) the JSON was written by an older SDK, which hashed differently: e2b for Python "
+    "before 2.52 (a directory or '.') or for JS before 2.30.2 (a directory), and both before 2.6.3 (every "
+    "file, with its owner and modification time, which only the machine that wrote the JSON matches); "
+    "(2) the template's fileIgnorePatterns (Python: file_ignore_patterns) left files out of the hash, and "
+    "they are not in the JSON: put those patterns in the folder's .dockerignore instead; (3) the folder is "
+    "not the one the JSON was written from, or has changed since (or is partial). Write the JSON again from "
+    "this folder with a current SDK (Template.to_json(t) / Template.toJSON(t); e2b 2.63.0 for Python and "
+    "2.51.0 for JS are tested)")
 
 
 class CopyError(ValueError):
@@ -278,8 +293,7 @@ def read_step(folder: str, step: dict, ignore: IgnoreMatcher) -> tuple:
         raise CopyError(f"{what}: its files do not hash to the step's filesHash, and they include "
                         f"e2b.template.json, which the SDK hashed before it was written: add e2b.template.json "
                         f"to the folder's .dockerignore and write the JSON again")
-    raise CopyError(f"{what}: its files do not hash to the step's filesHash: the folder has changed since the "
-                    f"JSON was written (or is partial); write the JSON again from this folder with the SDK")
+    raise CopyError(f"{what}: its files do not hash to the step's filesHash. {MISMATCH_CAUSES}")
 
 
 def stage_step(folder: str, step: dict, rels: list, out: str) -> str:

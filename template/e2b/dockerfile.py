@@ -12,9 +12,10 @@ take an e2b.template.json. Runs with $(build)/e2b-sdk's python
 FILE: exactly what `Template.to_json` writes, with e2b.toml's start_cmd and
 ready_cmd applied as E2B's CLI `e2b template migrate` applies them, and
 FROM e2bdev/base[:TAG] or e2bdev/code-interpreter[:TAG] (E2B's own images
-on Docker Hub, what e2b.Dockerfile users build on) as fromTemplate base /
-code-interpreter (our flavors). --meta: e2b.toml's values that are not
-steps ({"dockerfile", "cpu_count", "memory_mb"}).
+on Docker Hub, what e2b.Dockerfile users build on; also with docker.io/
+first) as fromTemplate base / code-interpreter (our flavors e2b-base and
+e2b-ci). --meta: e2b.toml's values that are not steps ({"dockerfile",
+"cpu_count", "memory_mb"}; e2b.toml itself: template/e2b/e2btoml.py).
 
 Which Dockerfile: with DIR/e2b.toml, its `dockerfile` key (default
 e2b.Dockerfile), a path inside DIR; without, DIR/e2b.Dockerfile, else
@@ -29,97 +30,18 @@ import io
 import json
 import os
 import re
-import stat
 import sys
-import tomllib
 
 from sandbox.termsafe import escape
 from template.e2b import copyfiles
+from template.e2b.e2btoml import READY_DEFAULT, Refused, read_in, read_toml
 
 MAX_DOCKERFILE = 1 << 20
-MAX_TOML = 256 << 10
-# e2b.toml's keys, as E2B's CLI (@e2b/cli 2.19.0, its configSchema and
-# migrations) reads them. Those that name the template in E2B's cloud are
-# accepted and not used: here the folder names the template.
-TOML_KEYS = {
-    "dockerfile": str, "start_cmd": str, "ready_cmd": str, "cpu_count": int, "memory_mb": int,
-    "template_id": str, "template_name": str, "id": str, "name": str, "team_id": str,
-}
-# Our labels' ranges (template.conf's vcpu, memory_mb); E2B's CLI also wants an even memory_mb.
-CPU_RANGE = (1, 64)
-MEMORY_RANGE = (128, 65536)
-# FROM of E2B's own images: any tag, or a digest.
-E2B_IMAGES = re.compile(r"e2bdev/(base|code-interpreter)(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
-E2B_TEMPLATES = {"base": "base", "code-interpreter": "code-interpreter"}
-READY_DEFAULT = "sleep 20"  # E2B's CLI: a start_cmd without a ready_cmd
-
-
-class Refused(Exception):
-    pass
-
-
-def read_in(folder: str, rel: str, limit: int, what: str) -> bytes:
-    """FOLDER/REL, a regular file whose path stays inside FOLDER (symlinked
-    directories on the way only if they resolve inside it; the file itself
-    not a symlink), at most LIMIT bytes."""
-    path = os.path.join(folder, rel)
-    if os.path.isabs(rel) or ".." in rel.split("/"):
-        raise Refused(f"{what}: '{rel}' is outside the template's folder (absolute, or with '..'); "
-                      f"name a file inside {folder}")
-    parent = os.path.realpath(os.path.dirname(path))
-    if not (parent == folder or parent.startswith(folder + "/")):
-        raise Refused(f"{what}: '{rel}' leads out of the template's folder through a symlink; "
-                      f"put the file itself inside {folder}")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise Refused(f"{what}: {path} does not exist; write it, or name the file that holds the Dockerfile") \
-            from None
-    except OSError as e:
-        if os.path.islink(path):
-            raise Refused(f"{what}: {path} is a symlink; it must be a regular file in the template's folder "
-                          f"(copy it there)") from None
-        raise Refused(f"{what}: {path}: {e.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused(f"{what}: {path} is not a regular file; it must be one, in the template's folder")
-        data = os.read(fd, limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise Refused(f"{what}: {path} is larger than {limit >> 10} KiB")
-    return data
-
-
-def read_toml(folder: str) -> dict:
-    path = os.path.join(folder, "e2b.toml")
-    data = read_in(folder, "e2b.toml", MAX_TOML, path)
-    try:
-        conf = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise Refused(f"{path}: not UTF-8 text; write it as UTF-8") from None
-    except tomllib.TOMLDecodeError as e:
-        raise Refused(f"{path}: not valid TOML ({e}); fix it (https://toml.io)") from None
-    for k in ("id", "name"):  # the CLI's migrations: id -> template_id, name -> template_name
-        if k in conf and f"template_{k}" not in conf:
-            conf[f"template_{k}"] = conf.pop(k)
-    for k, v in conf.items():
-        want = TOML_KEYS.get(k)
-        if want is None:
-            raise Refused(f"{path}: key '{k}' is not one of e2b.toml's ({', '.join(sorted(TOML_KEYS))}); "
-                          f"remove it")
-        if not isinstance(v, want) or isinstance(v, bool):
-            raise Refused(f"{path}: key '{k}' must be {'a string' if want is str else 'an integer'}, "
-                          f"not {type(v).__name__} {json.dumps(v, default=str)[:80]}")
-    for k, (lo, hi) in (("cpu_count", CPU_RANGE), ("memory_mb", MEMORY_RANGE)):
-        if k in conf and not lo <= conf[k] <= hi:
-            raise Refused(f"{path}: key '{k}' = {conf[k]}: must be a whole number from {lo} to {hi}")
-    if conf.get("memory_mb", 0) % 2:
-        raise Refused(f"{path}: key 'memory_mb' = {conf['memory_mb']}: must be even, as E2B's CLI wants it")
-    for k in ("start_cmd", "ready_cmd", "dockerfile"):
-        if k in conf and not conf[k].strip():
-            raise Refused(f"{path}: key '{k}' is empty; give a value or remove the key")
-    return conf
+# FROM of E2B's own images, any tag or digest, with or without Docker Hub's
+# host: the same set as the Template JSON's fromImage (template/e2bjson.c,
+# e2b_image_template), so FROM e2bdev/base and fromImage e2bdev/base agree.
+E2B_IMAGES = re.compile(r"(?:(?:docker\.io|index\.docker\.io|registry-1\.docker\.io)/)?"
+                        r"e2bdev/(base|code-interpreter)(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
 
 
 def which_dockerfile(folder: str, conf) -> str:
@@ -189,7 +111,7 @@ def convert(folder: str) -> tuple:
     t = builder._template
     m = E2B_IMAGES.fullmatch(t._base_image or "")
     if m:  # as Template.from_template sets them
-        t._base_template, t._base_image = E2B_TEMPLATES[m.group(1)], None
+        t._base_template, t._base_image = m.group(1), None
     if conf is not None:  # as `e2b template migrate` applies them
         if conf.get("start_cmd"):
             builder.set_start_cmd(conf["start_cmd"], conf.get("ready_cmd") or READY_DEFAULT)

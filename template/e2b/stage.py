@@ -78,8 +78,9 @@ def stage(chain: list, tree: str, env: dict | None = None, meta: dict | None = N
     USER reset to `user`, and the last start/ready pair set is the one.
     ENV: the ENVs the first steps start with (a fromImage base's config Env,
     as E2B's build takes it).
-    META: a Dockerfile template's e2b.toml values (template/e2b/dockerfile.py
-    --meta), its cpu_count and memory_mb the sandbox's vcpu and memory_mb."""
+    META: the template's e2b.toml values (template/e2b/dockerfile.py --meta
+    beside a Dockerfile, template/e2b/e2btoml.py --meta beside the JSON), its
+    cpu_count and memory_mb the sandbox's vcpu and memory_mb."""
     templates = []
     for t, folder in chain:
         try:
@@ -110,7 +111,7 @@ def main(argv) -> int:
     ap.add_argument("--base-env", metavar="JSON", help="template/e2b/pull.py's output: its env starts the steps' ENVs")
     ap.add_argument("--tree", required=True)
     ap.add_argument("--labels", required=True, help="where the label inputs go")
-    ap.add_argument("--meta", help="the template's e2b.toml values (template/e2b/dockerfile.py --meta)")
+    ap.add_argument("--meta", help="the template's e2b.toml values (dockerfile.py or e2btoml.py --meta)")
     a = ap.parse_args(argv)
     chain = []
     for path, folder in a.template:

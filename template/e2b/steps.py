@@ -30,7 +30,8 @@ the user's home), and the ENVs so far (the base image's Env first).
 - ENV [k, v, ...]: each value expanded by bash (variables, not commands)
   with the ENVs so far; WORKDIR [path]: relative to the workdir or /, made
   (the new part owned by the user) when missing; USER [name, sudo?]: made
-  when missing (useradd --create-home), with passwordless sudo when "true".
+  when missing (useradd --create-home), with passwordless sudo when "true";
+  a numeric uid (USER 1000[:1000], RUN as "1000") is the account that has it.
 A failing step stops the build: its index, its type, its command and its
 output's last lines.
 """
@@ -67,12 +68,17 @@ def chroot(*argv: str, check: bool = True, capture: bool = True) -> subprocess.C
 
 
 def account(name: str) -> dict:
+    """NAME's account: a login name, or a numeric uid (USER 1000, run_cmd(...,
+    user="1000")), which getent looks up by uid; the result has its name."""
     cp = chroot("getent", "passwd", name, check=False)
     if cp.returncode != 0 or not cp.stdout.strip():
+        if name.isdigit():
+            raise StepError(f"no account has uid {name} in the image; make one in a RUN step before it "
+                            f"(useradd --create-home --uid {name} NAME, as root) or name the user")
         raise StepError(f"user '{name}' does not exist in the image (a USER step makes one)")
     f = cp.stdout.strip().split("\n")[0].split(":")
-    group = chroot("id", "-gn", name).stdout.strip()
-    return {"name": f[0], "group": group, "home": f[5] or "/"}
+    group = chroot("id", "-gn", f[0]).stdout.strip()
+    return {"name": f[0], "group": group, "gid": f[3], "home": f[5] or "/"}
 
 
 def run_env(user: dict, env: dict) -> list:
@@ -92,6 +98,7 @@ def as_user_argv(user: dict, workdir: str, env: dict, command: str, switch: bool
 
 def run_step(ctx: dict, step: dict) -> None:
     cmd = step["args"][0]
+    # A numeric user is the account of that uid (account()).
     user = account(step["args"][1] if len(step["args"]) > 1 else ctx["user"])
     workdir = ctx["workdir"] or user["home"]
     if chroot("test", "-d", workdir, check=False).returncode != 0:
@@ -199,8 +206,22 @@ fi
 
 
 def user_step(ctx: dict, step: dict) -> None:
-    name = step["args"][0]
+    """USER NAME, USER UID, either with :GROUP. A uid is the account that has
+    it, as E2B's `id -u 1000` finds it; the context keeps its name, which
+    envd can look up (it takes users by name only). E2B's useradd of an
+    all-digit name fails (Debian refuses one), so a uid no account has is
+    refused, naming what to do. GROUP must be the account's own group: envd
+    runs a sandbox's commands with it, so another would hold in the build only."""
+    name, _, group = step["args"][0].partition(":")
+    if name.isdigit():
+        name = account(name)["name"]
     chroot("sh", "-c", USER_SH, "user", name, step["args"][1] if len(step["args"]) > 1 else "false")
+    if group:
+        acct = account(name)
+        if group not in (acct["group"], acct["gid"]):
+            raise StepError(f"USER {escape(step['args'][0])}: group {escape(group)} is not {name}'s own group "
+                            f"({acct['group']}, gid {acct['gid']}); envd runs the sandbox's commands with the "
+                            f"account's own group, so drop ':{escape(group)}' or make it {name}'s group")
     ctx["user"] = name
 
 

@@ -1,5 +1,5 @@
 """Boot an E2B template: examples/templates/e2b-sdk, its JSON written by the
-real Python SDK (tests/e2b_example.py), on e2b-rt: python3's http.server on
+real Python SDK (tests/e2b_example.py), on e2b-base (its fromTemplate base): python3's http.server on
 3000 as its own user `app` in /opt/app, with an ENV, and E2B's
 wait_for_port(3000) as its ready check. Once, in QEMU like the flavors
 (tests/boot/vm.py), with guest/template.sh in the probe:
@@ -49,7 +49,7 @@ def booted(built):
     env = (("E2B_SDK_DEFAULT_USER", labels["org.e2b-images.envd-user"]),
            ("E2B_SDK_DEFAULT_WORKDIR", labels["org.e2b-images.envd-workdir"]))
     return boot_template(built, e2b_example.NAME, lambda warmup: vm.Variant(
-        "e2b-rt", "template-e2b", 1, 512, timeout=600.0, template_warmup=warmup,
+        "e2b-base", "template-e2b", 1, 512, timeout=600.0, template_warmup=warmup,
         template_probe=(("GET", "/"), ("ENV", "GREETING"), ("FILE", "/opt/app/server.py")),
         sdk=True, sdk_probes=("py-template",), sdk_env=env))
 

@@ -139,7 +139,7 @@ def test_a_hostile_e2b_template_reaches_nothing_of_the_host(tmp_path, host):
     steps = ["apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3",
              f"mkdir -p /usr/lib/e2b-probe && echo {b64} | base64 -d > /usr/lib/e2b-probe/probe.py",
              probe_command(host)]
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": [
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": [
         {"type": "RUN", "args": [cmd, "root"], "force": False} for cmd in steps]}))
     out = tmp_path / "out"
     cp, seen = build_as_the_operator(d, out, host)

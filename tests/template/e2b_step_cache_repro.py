@@ -19,7 +19,7 @@ def test_make_repro_runs_every_step(tmp_path):
     make now, and what a RUN fetched is named as unpinned."""
     e2b_example.built_or_fail()
     src = testimages.ROOT / "out" / "test-templates-src" / "e2b-sdk"
-    cp = testimages.make("e2b-rt", tmp_path / "out", "repro", f"template={src}")
+    cp = testimages.make("e2b-base", tmp_path / "out", "repro", f"template={src}")
     assert "step cache" not in cp.stderr and from_cache not in cp.stderr, cp.stderr[-3000:]
     assert cp.stderr.count("template: step 0 RUN apt-get update") == 2, cp.stderr[-3000:]
     assert "have the network, as on E2B" in cp.stderr, cp.stderr[-3000:]

@@ -1,11 +1,12 @@
 """Real builds (`make template=DIR`, mkosi, packing) of E2B Template JSON
-written by E2B's own Python SDK, on e2b-rt (warm, as the web example's):
-examples/templates/e2b-sdk, whose steps run in order with E2B's meaning
+written by E2B's own Python SDK: examples/templates/e2b-sdk (fromTemplate
+base, so on e2b-base, as on E2B), whose steps run in order with E2B's meaning
 (RUN with the network through the build's own apt sources, USER making its
 account, WORKDIR, COPY with owner and mode, ENV), and whose start and ready
 commands run as the steps left the context. Then what only a build finds:
 a RUN that fails, a RUN that unguards, and a RUN that reaches for the build
-host (issue 37's rules, in this format too)."""
+host (issue 37's rules, in this format too), in templates on e2b-rt (warm,
+as the web example's), which an E2B template names by its flavor name."""
 import json
 import pathlib
 import shutil
@@ -60,7 +61,7 @@ def test_start_and_ready_run_as_the_steps_left_them(example):
     unit = (t / "usr/lib/systemd/system/e2b-template.service").read_text()
     assert "ExecStart=/usr/lib/e2b-template/start" in unit and "Restart=no" in unit and "After=envd.service" in unit
     assert (t / "etc/systemd/system/multi-user.target.wants/e2b-template.service").is_symlink()
-    labels = testimages.check_labels(example, "e2b-sdk", "e2b-rt", "10000,10052,10053,49983")
+    labels = testimages.check_labels(example, "e2b-sdk", "e2b-base", "10000,10052,10053,49983")
     assert labels["org.e2b-images.ready"] == "command /usr/lib/e2b-template/ready"
     assert labels["org.e2b-images.ready-timeout"] == "600"
     # envd's defaults, as E2B's build sets them at /init: the last USER and WORKDIR.
@@ -85,7 +86,7 @@ def test_the_ready_command_runs_the_way_the_warmup_runs_it(example):
 def one_step_template(tmp_path: pathlib.Path, steps: list) -> pathlib.Path:
     d = tmp_path / "bad-e2b"
     d.mkdir()
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": [
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": [
         {"type": "RUN", "args": [cmd, "root"], "force": False} for cmd in steps]}))
     return d
 
@@ -156,7 +157,7 @@ def test_a_template_on_another_local_template(tmp_path, example):
     its own, with the base's workdir and ENVs carried on and USER back at
     `user` (E2B's default USER phase runs again); its base's start and
     ready commands, in the base's context, since it sets none of its own."""
-    write_e2b(tmp_path / "chain-base", {"fromTemplate": "base", "steps": [
+    write_e2b(tmp_path / "chain-base", {"fromTemplate": "e2b-rt", "steps": [
         {"type": "ENV", "args": ["FROM_BASE", "set in the base"]},
         {"type": "USER", "args": ["root"]},
         {"type": "WORKDIR", "args": ["/srv/base"]},

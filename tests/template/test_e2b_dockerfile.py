@@ -5,7 +5,7 @@ JSON build/e2b-template reads with --json. The conversions are checked
 against what E2B's semantics demand (Docker's defaults for the steps, E2B's
 for what follows them, E2B's CLI for e2b.toml), every refusal names the file
 and what to do, and nothing of a file outside the folder reaches the output
-or the messages. One real build (`make template=DIR`, mkosi, on e2b-rt):
+or the messages. One real build (`make template=DIR`, mkosi, on e2b-base):
 examples/templates/e2b-dockerfile."""
 import json
 import os
@@ -21,7 +21,7 @@ from template.e2b import sdk_venv  # noqa: E402
 
 ROOT = testimages.ROOT
 TOOL = ROOT / "build" / "e2b-template"
-FLAVORS = "e2b-ci e2b-rt"
+FLAVORS = "e2b-base e2b-ci e2b-rt"
 EXAMPLE = testimages.EXAMPLES / "e2b-dockerfile"
 SECRET = "SECRET-OUTSIDE-THE-FOLDER"
 
@@ -116,7 +116,7 @@ def test_every_instruction_with_docker_and_e2b_meaning(sdk, tmp_path):
     n = normal(d, cp.out)
     assert n.returncode == 0, n.stderr
     form = json.loads(n.stdout)
-    assert form["name"] == "tpl" and form["from"] == {"kind": "flavor", "name": "e2b-rt", "as": "base"}
+    assert form["name"] == "tpl" and form["from"] == {"kind": "flavor", "name": "e2b-base", "as": "base"}
     assert [s["type"] for s in form["steps"]] == [s["type"] for s in t["steps"]]
     (tmp_path / "normal.json").write_text(n.stdout)
     st = subprocess.run(["/usr/bin/python3", "-m", "template.e2b.stage", "--template",
@@ -146,26 +146,42 @@ def test_without_user_and_workdir_e2bs_defaults_come_last(sdk, tmp_path):
     assert n.returncode == 0 and json.loads(n.stdout)["from"] == {"kind": "image", "ref": "python:3.12-slim"}
 
 
-@pytest.mark.parametrize("image,expect", [
+E2B_IMAGES = [
     ("e2bdev/base", ("fromTemplate", "base")),
     ("e2bdev/base:latest", ("fromTemplate", "base")),
+    ("docker.io/e2bdev/base:latest", ("fromTemplate", "base")),
+    ("index.docker.io/e2bdev/base@sha256:" + "4" * 64, ("fromTemplate", "base")),
+    ("registry-1.docker.io/e2bdev/base:v2@sha256:" + "4" * 64, ("fromTemplate", "base")),
     ("e2bdev/code-interpreter:latest", ("fromTemplate", "code-interpreter")),
     ("e2bdev/code-interpreter", ("fromTemplate", "code-interpreter")),
     ("e2bdev/code-interpreter@sha256:" + "4" * 64, ("fromTemplate", "code-interpreter")),
+    ("docker.io/e2bdev/code-interpreter:1.0", ("fromTemplate", "code-interpreter")),
     ("e2bdev/base-extra:1", ("fromImage", "e2bdev/base-extra:1")),
     ("myorg/e2bdev/base", ("fromImage", "myorg/e2bdev/base")),
+    ("docker.io/library/e2bdev/base", ("fromImage", "docker.io/library/e2bdev/base")),
+    ("quay.io/e2bdev/base", ("fromImage", "quay.io/e2bdev/base")),
     ("ubuntu:22.04", ("fromImage", "ubuntu:22.04")),
-])
+]
+FLAVOR_OF = {"base": "e2b-base", "code-interpreter": "e2b-ci"}
+
+
+@pytest.mark.parametrize("image,expect", E2B_IMAGES)
 def test_from_e2bs_own_images_is_our_flavor(sdk, tmp_path, image, expect):
+    """FROM e2bdev/base (any tag or digest, Docker Hub's hosts too) is
+    e2b-base, e2bdev/code-interpreter e2b-ci; and the Template JSON's
+    fromImage of the same name is the same flavor: the two readers agree."""
     d = folder(tmp_path, {"e2b.Dockerfile": f"FROM {image}\nRUN true\n"})
     cp = converted(sdk, d)
     key, value = expect
     assert cp.json[key] == value and ({"fromTemplate", "fromImage"} - {key}).isdisjoint(cp.json)
     n = normal(d, cp.out)
     assert n.returncode == 0, n.stderr
-    flavor = {"base": "e2b-rt", "code-interpreter": "e2b-ci"}.get(value)
-    want = {"kind": "flavor", "name": flavor, "as": value} if key == "fromTemplate" else {"kind": "image", "ref": value}
+    want = {"kind": "flavor", "name": FLAVOR_OF[value], "as": value} if key == "fromTemplate" \
+        else {"kind": "image", "ref": value}
     assert json.loads(n.stdout)["from"] == want
+    j = folder(tmp_path, {"e2b.template.json": json.dumps({"fromImage": image, "steps": []})}, "as-json")
+    n = subprocess.run([str(TOOL), "--dir", str(j), "--flavors", FLAVORS], capture_output=True, text=True)
+    assert n.returncode == 0 and json.loads(n.stdout)["from"] == want, n.stderr
 
 
 @pytest.mark.parametrize("toml,start,ready", [
@@ -383,12 +399,12 @@ def test_a_dockerfile_template_as_a_base_is_read_the_same_way(tmp_path):
     assert not (out / "child").exists()
 
 
-# One real build of examples/templates/e2b-dockerfile on e2b-rt (warm, as
-# test_e2b_build.py's): e2b.Dockerfile's steps, e2b.toml's start, ready,
-# cpu_count and memory_mb.
+# One real build of examples/templates/e2b-dockerfile (FROM e2bdev/base: on
+# e2b-base, warm as the e2b-sdk example's): e2b.Dockerfile's steps,
+# e2b.toml's start, ready, cpu_count and memory_mb.
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
-    return testimages.copy_built(tmp_path_factory, EXAMPLE)
+    return testimages.copy_built(tmp_path_factory, EXAMPLE, base="e2b-base")
 
 
 @pytest.mark.build
@@ -419,7 +435,7 @@ def test_start_ready_and_labels_from_e2b_toml(example):
     unit = (t / "usr/lib/systemd/system/e2b-template.service").read_text()
     assert "ExecStart=/usr/lib/e2b-template/start" in unit and "Restart=no" in unit
     assert (t / "etc/systemd/system/multi-user.target.wants/e2b-template.service").is_symlink()
-    labels = testimages.check_labels(example, "e2b-dockerfile", "e2b-rt", "10000,10052,10053,49983")
+    labels = testimages.check_labels(example, "e2b-dockerfile", "e2b-base", "10000,10052,10053,49983")
     assert labels["org.e2b-images.vcpu"] == "2" and labels["org.e2b-images.memory-mb"] == "1024"
     assert labels["org.e2b-images.ready"] == "command /usr/lib/e2b-template/ready"
     assert labels["org.e2b-images.ready-timeout"] == "600"

@@ -124,7 +124,7 @@ def test_from_image_builds_on_the_pulled_base_pinned_by_digest(registry, built):
     start = (t / "usr/lib/e2b-template/start").read_text()
     assert "'E2B_TEST_IMAGE_ENV=from the image config'" in start and "GREETING=hello" in start, start
     # Our runtime over it: the guard and envd, enabled.
-    assert (t / "usr/local/bin/envd").exists()
+    assert (t / "usr/bin/envd").exists()
     assert (t / "etc/systemd/system/sysinit.target.wants/envd-guard.service").is_symlink()
     assert built.manifest["base"]["name"] == f"{registry['addr']}/library/python"
     assert built.manifest["base"]["digest"] == digest

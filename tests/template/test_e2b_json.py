@@ -21,7 +21,7 @@ import testimages  # noqa: E402
 
 ROOT = testimages.ROOT
 TOOL = ROOT / "build" / "e2b-template"
-FLAVORS = "e2b-ci e2b-rt"
+FLAVORS = "e2b-base e2b-ci e2b-rt"
 
 # (src, dest, resolveSymlinks): each a COPY the SDKs hash differently or walk differently.
 COPIES = [
@@ -138,6 +138,9 @@ def test_a_changed_file_is_refused(folder, tmp_path):
     cp = stage(work, t, tmp_path)
     assert cp.returncode == 1
     assert "step 0: COPY site: its files do not hash to the step's filesHash" in cp.stderr, cp.stderr
+    # Not only "the folder changed": an older SDK's recipe and fileIgnorePatterns are named too.
+    for cause in ("an older SDK, which hashed differently", "fileIgnorePatterns", "has changed since"):
+        assert cause in cp.stderr, cp.stderr
     (work / "site" / "sub" / "deep.html").unlink()
     shutil.rmtree(work / "site")
     cp = stage(work, t, tmp_path)

@@ -1,5 +1,6 @@
 """The step cache of E2B templates (template/README.md, "The step cache"):
-real builds on e2b-rt (warm, as the example's) that take unchanged steps'
+real builds (the example's on e2b-base, as E2B's `base`; the others on
+e2b-rt, named by its flavor name) that take unchanged steps'
 layers from the cache and give the bytes a build without it gives; force;
 layers a step forges, which are not kept; then the host half's rules
 (template/e2b/step_cache.py) without a build: the keys, the log's vouching,
@@ -30,7 +31,11 @@ def outputs(out: pathlib.Path, name: str) -> tuple:
 
 
 def build(folder: pathlib.Path, out: pathlib.Path, *args):
-    cp = testimages.make("e2b-rt", out, "image", f"template={folder}", *args)
+    """The template in FOLDER, with the session's recipes and the cache of
+    its base: the example's fromTemplate base is e2b-base, the made-up
+    ones here say e2b-rt."""
+    base = json.loads((folder / "e2b.template.json").read_text()).get("fromTemplate")
+    cp = testimages.make("e2b-rt" if base == "e2b-rt" else "e2b-base", out, "image", f"template={folder}", *args)
     assert cp.returncode == 0, cp.stderr[-4000:]
     return cp
 
@@ -89,7 +94,7 @@ def test_force_runs_its_step_and_the_ones_after(tmp_path):
     steps = [{"type": "RUN", "args": ["date +%s%N > /one", "root"]},
              {"type": "RUN", "args": [f"date +%s%N > /two; {tamper}", "root"], "force": True},
              {"type": "RUN", "args": ["date +%s%N > /three", "root"]}]
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": steps}))
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": steps}))
     t = tmp_path / "out/forced/work/mkosi-out/image"
     build(d, tmp_path / "out")
     before = [(t / n).read_text() for n in ("one", "two", "three")]
@@ -116,7 +121,7 @@ def test_a_layer_a_step_forges_is_not_kept(tmp_path):
     forge = (f"echo 'e2b-step-cache: step 0001 tar={zeros} meta={zeros}'; o=${{OUTPUTDIR:-/work/out}}/e2b-step-cache; "
              "mkdir -p $o && echo forged > $o/0002.tar && echo '{}' > $o/0002.json")
     steps = [{"type": "RUN", "args": [forge, "root"]}, {"type": "RUN", "args": ["echo second > /second", "root"]}]
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": steps}))
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": steps}))
     cp = build(d, tmp_path / "out")
     err = cp.stderr
     assert "step 1's layer is not kept: the build log does not vouch for it with exactly one line" in err, err[-3000:]
@@ -143,7 +148,7 @@ def test_a_line_forged_after_recording_stopped_keeps_nothing(tmp_path):
              {"type": "RUN", "args": [f"{o} && echo forged > $o/0003.tar && echo '{{}}' > $o/0003.json && "
                                       f"echo \"e2b-step-cache: step 0003 tar={sha.format('tar')} "
                                       f"meta={sha.format('json')}\"", "root"]}]
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": steps}))
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": steps}))
     err = build(d, tmp_path / "out").stderr
     assert "e2b-step-cache: recording stopped at step 0002" in err, err[-3000:]
     assert "step 3's layer is not kept: recording stopped at step 2" in err, err[-3000:]
@@ -164,7 +169,7 @@ def test_a_tenant_keeps_its_own_layers(tmp_path):
     its first build's layer (a's nonce); an odd tenant name is refused."""
     d = tmp_path / "tenanted"
     d.mkdir()
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "base", "steps": [
+    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": [
         {"type": "RUN", "args": ["head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' > /nonce", "root"]}]}))
     out = tmp_path / "out"
     first, err = nonce_build(d, out, "a")

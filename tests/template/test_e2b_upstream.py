@@ -62,7 +62,7 @@ def upstream(tmp_path_factory):
 
 def test_our_reader_and_staging_accept_every_step(upstream, tmp_path):
     folder, t = upstream
-    cp = subprocess.run([str(ROOT / "build/e2b-template"), "--dir", str(folder), "--flavors", "e2b-ci e2b-rt"],
+    cp = subprocess.run([str(ROOT / "build/e2b-template"), "--dir", str(folder), "--flavors", "e2b-base e2b-ci e2b-rt"],
                         capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
     normal = json.loads(cp.stdout)

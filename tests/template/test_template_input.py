@@ -48,8 +48,8 @@ FILE = "file = site/index.html /home/user/site/index.html user 0644\n"
     ("name = web\nbase = e2b-nope\n", ":2: key 'base': 'e2b-nope' is not a flavor"),
     (BASE + "file = site/index.html /etc/e2b/guarded-ports root 0644\n",
      ":3: key 'file': /etc/e2b/guarded-ports belongs to the image's guard"),
-    (BASE + "file = site/index.html /usr/local/bin/envd-guard root 0755\n",
-     ":3: key 'file': /usr/local/bin/envd-guard belongs to the image's guard"),
+    (BASE + "file = site/index.html /usr/bin/envd-guard root 0755\n",
+     ":3: key 'file': /usr/bin/envd-guard belongs to the image's guard"),
     # Issue 37, finding 5: the rest of what decides how the guard starts, each refused naming its rule.
     (BASE + "file = site/index.html /usr/local/lib/systemd/system/envd-guard.service.d/x.conf root 0644\n",
      ":3: key 'file': /usr/local/lib/systemd/system/envd-guard.service.d/x.conf belongs to the image's guard, "

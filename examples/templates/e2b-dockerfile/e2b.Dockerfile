@@ -3,7 +3,7 @@
 #
 #     make template=examples/templates/e2b-dockerfile
 #
-# E2B's own image is our e2b-rt flavor (e2bdev/code-interpreter: e2b-ci).
+# E2B's own image is our e2b-base flavor (e2bdev/code-interpreter: e2b-ci).
 FROM e2bdev/base:latest
 
 # A Dockerfile's steps start as root in / (Docker's defaults, as E2B's parser

@@ -10,6 +10,7 @@ from e2b import Template, wait_for_port
 
 template = (
     Template()
+    # E2B's default sandbox; here our flavor e2b-base.
     .from_template("base")
     # RUN steps have the network, as on E2B: apt through the build's own mirror.
     .apt_install(["python3"], no_install_recommends=True)
