@@ -20,6 +20,7 @@ and printed by the command, so a test can tell that an install came from here.
     import package_index; url, stop = package_index.serve()
 """
 import base64
+import gzip
 import hashlib
 import http.server
 import io
@@ -73,12 +74,15 @@ def npm_tarball(name: str) -> bytes:
         "package/cli.js": f'#!/usr/bin/env node\nconsole.log("{name}");\n'.encode(),
     }
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as t:
-        for path, data in files.items():
-            info = tarfile.TarInfo(path)
-            info.size, info.mtime = len(data), 1577836800
-            info.mode = 0o755 if path.endswith("cli.js") else 0o644
-            t.addfile(info, io.BytesIO(data))
+    # gzip's header carries a time: a fixed one, so that every request gets
+    # the bytes whose integrity the packument gave.
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for path, data in files.items():
+                info = tarfile.TarInfo(path)
+                info.size, info.mtime = len(data), 1577836800
+                info.mode = 0o755 if path.endswith("cli.js") else 0o644
+                t.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

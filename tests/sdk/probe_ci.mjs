@@ -127,9 +127,10 @@ cases.ci_timeout_recovers = () => withContext(undefined, async (ctx) => {
 // index (E2B_SDK_INDEX_URL: sdk_stack.sh serves tests/sdk/package_index.py on
 // the guest's loopback); a boot's guest reaches none.
 const INDEX = process.env.E2B_SDK_INDEX_URL
+// As `user`, E2B's default user (this probe does no /init that would name it).
 async function command (cmd) {
   try {
-    return (await sbx.commands.run(cmd, { timeoutMs: 300_000 })).exitCode
+    return (await sbx.commands.run(cmd, { timeoutMs: 300_000, user: 'user' })).exitCode
   } catch (e) {
     return e.exitCode ?? String(e)
   }
@@ -153,9 +154,9 @@ if (INDEX) {
   cases.ci_install_path = async () => {
     const kernel = (await sbx.runCode('import sys\nprint(sys.prefix)')).logs.stdout
     const prefix = kernel.length ? kernel[0].trim() : null
-    const shell = (await sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'")).stdout
+    const shell = (await sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'", { user: 'user' })).stdout
     const pipsOfKernel = {}
-    for (const p of ['pip', 'pip3']) pipsOfKernel[p] = (await sbx.commands.run(`${p} --version`)).stdout.includes(`${prefix}/lib/python3`)
+    for (const p of ['pip', 'pip3']) pipsOfKernel[p] = (await sbx.commands.run(`${p} --version`, { user: 'user' })).stdout.includes(`${prefix}/lib/python3`)
     const tools = {}
     for (const t of ['node', 'npm', 'gcc', 'make']) tools[t] = await command(`${t} --version >/dev/null`)
     return { samePython: shell.trim() === prefix, pipsOfKernel, tools }

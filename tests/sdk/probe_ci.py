@@ -151,9 +151,11 @@ def install_then_import(install, word: str) -> dict:
 
 
 def command(cmd: str) -> int:
-    """CMD as the user, through envd (bash -l, as commands.run runs it): its exit code."""
+    """CMD as `user` (E2B's default user; this probe does no /init that
+    would name it), through envd (bash -l, as commands.run runs it): its
+    exit code."""
     try:
-        return state["sbx"].commands.run(cmd, timeout=300).exit_code
+        return state["sbx"].commands.run(cmd, user="user", timeout=300).exit_code
     except CommandExitException as e:
         return e.exit_code
 
@@ -163,8 +165,8 @@ def ci_install_path():
     node, npm and the compiler are there too."""
     sbx = state["sbx"]
     kernel = sbx.run_code("import sys\nprint(sys.prefix)").logs.stdout
-    shell = sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'").stdout
-    pips = {p: sbx.commands.run(f"{p} --version").stdout for p in ("pip", "pip3")}
+    shell = sbx.commands.run("python3 -c 'import sys; print(sys.prefix)'", user="user").stdout
+    pips = {p: sbx.commands.run(f"{p} --version", user="user").stdout for p in ("pip", "pip3")}
     tools = {t: command(f"{t} --version >/dev/null") for t in ("node", "npm", "gcc", "make")}
     prefix = kernel[0].strip() if kernel else None
     return {"samePython": shell.strip() == prefix,
