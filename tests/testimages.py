@@ -465,14 +465,15 @@ def base_cache() -> pathlib.Path:
 EXAMPLES = ROOT / "examples" / "templates"
 
 
-def build_template(directory: pathlib.Path, base: str, out: pathlib.Path) -> subprocess.CompletedProcess:
+def build_template(directory: pathlib.Path, base: str, out: pathlib.Path, *args) -> subprocess.CompletedProcess:
     """`make image template=DIRECTORY out=OUT` with the session's recipes for
     BASE (the template's base flavor); its outputs go to OUT/<name>/. On
     e2b-base, after the session's build of it (another worker may be making
-    it), whose cache the template's build then starts from."""
+    it), whose cache the template's build then starts from. ARGS: more
+    make variables."""
     if base == "e2b-base":
         image("e2b-base")
-    return make(base, out, "image", f"template={directory}")
+    return make(base, out, "image", f"template={directory}", *args)
 
 
 def copy_built(tmp_path_factory, src: pathlib.Path, base: str = "e2b-rt", ignore=None, prepare=None) -> Built:

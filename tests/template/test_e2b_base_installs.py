@@ -17,8 +17,10 @@ import e2b_example  # noqa: E402
 import package_index  # noqa: E402
 import testimages  # noqa: E402
 
-# Builds or boots an image: make test runs it, make check does not.
-pytestmark = pytest.mark.build
+# Builds or boots an image: make test runs it, make check does not. Beside
+# the one group, after e2b-base's build (tests/conftest.py), without the step
+# cache, which the one group's template builds on e2b-base use.
+pytestmark = [pytest.mark.build, pytest.mark.builds_apart("e2b-base")]
 
 PACKAGES = "/opt/e2b-probe-packages"
 TEMPLATE = f'''from e2b import Template
@@ -52,7 +54,7 @@ def built(tmp_path_factory):
     (d / "template.py").write_text(TEMPLATE)
     e2b_example.sdk_json(d)
     out = tmp_path_factory.mktemp("installs-out")
-    b = testimages.Built("e2b-base", out / "installs", testimages.build_template(d, "e2b-base", out))
+    b = testimages.Built("e2b-base", out / "installs", testimages.build_template(d, "e2b-base", out, "step_cache=0"))
     if not b.ok:
         pytest.fail(b.failure())
     return b
