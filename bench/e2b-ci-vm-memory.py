@@ -31,6 +31,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "boot"))
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+import guest_bench  # noqa: E402
 import vm  # noqa: E402
 
 GOAL_KIB = 200 * 1024
@@ -40,25 +42,10 @@ START_GOAL = 1.15
 FIRST_RUN = {"python": ("python", "1 + 1"), "js": ("javascript", "1 + 1"), "ts": ("javascript", "1 + 1"),
              "r": ("r", "1 + 1"), "bash": ("bash", "echo 2"), "java": ("java", "1 + 1")}
 
-UNIT = """[Unit]
-Description=Bench only: e2b-ci memory once the code interpreter is up
-DefaultDependencies=no
-After=envd.service
-Before=e2b-test-probe.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/bash /run/e2b-test/bench-memory.sh
-TimeoutStartSec=infinity
-"""
+DESCRIPTION = "e2b-ci memory once the code interpreter is up"
 
 # In the guest. Reports "E2B-PROBE bench_*=" lines like the boot probe.
-SCRIPT = r"""set -u
-out=/dev/ttyS1
-report() { printf 'E2B-PROBE %s=%s\n' "$1" "$2" > "$out"; }
-report_b64() { report "$1" "$(printf '%s' "$2" | base64 -w0)"; }
-avail() { awk '/^MemAvailable:/{print $2}' /proc/meminfo; }
+SCRIPT = r"""avail() { awk '/^MemAvailable:/{print $2}' /proc/meminfo; }
 pss() {
 	local p cmd
 	for p in $(ps -eo pid= --sort=-rss | head -n 12); do
@@ -127,21 +114,7 @@ def first_run_specs(kernels) -> str:
 
 
 def add_bench_unit(wait, first_runs=""):
-    original = vm.build_payload
-    if hasattr(original, "bench_original"):
-        original = original.bench_original
-
-    def build_payload(dest, variant, kin, ci_tries):
-        original(dest, variant, kin, ci_tries)
-        units = dest / "systemd" / "system"
-        (units / "e2b-bench-memory.service").write_text(UNIT)
-        (units / "multi-user.target.wants" / "e2b-bench-memory.service").symlink_to(
-            "../e2b-bench-memory.service")
-        (dest / "e2b-test" / "bench-memory.sh").write_text(
-            f"WAIT={int(wait)}\nFIRST_RUN='{first_runs}'\n" + SCRIPT)
-
-    build_payload.bench_original = original
-    vm.build_payload = build_payload
+    guest_bench.add_bench_unit(DESCRIPTION, f"WAIT={int(wait)}\nFIRST_RUN='{first_runs}'\n" + SCRIPT)
 
 
 def mib(kib):
