@@ -483,12 +483,23 @@ COMMON.update(envd_checks.COMMON)
 CI.update(vsock_checks.CI)
 
 
+def sdk_for(v: Variant) -> dict:
+    """The SDK checks of V's boot: none without sdk; with sdk_probes, only
+    those probes' (the boot runs no other), else every probe's."""
+    if not v.sdk:
+        return {}
+    if not v.sdk_probes:
+        return sdk_checks.SDK
+    return {name: fn for name, fn in sdk_checks.SDK.items()
+            if name == "sdk_start_state" or any(name.startswith(f"sdk_{p}_") for p in v.sdk_probes)}
+
+
 def checks_for(v: Variant) -> dict:
     power = POWER_BUTTON if v.power_button else {}
     if v.mode == "guard-fails":
         return {**FAIL_CLOSED, **power}
     return {**COMMON, **(STOP_GUARD if v.stop_guard else {}), **(CI if v.flavor == "e2b-ci" else {}),
-            **(sdk_checks.SDK if v.sdk else {}), **power}
+            **sdk_for(v), **power}
 
 
 def variant_of(res) -> Variant:
