@@ -414,15 +414,16 @@ def image(flavor: str) -> Built:
         shutil.rmtree(out, ignore_errors=True)
         return Built(flavor, out / flavor, make(flavor, out, "image"))
     if flavor == "e2b-base":
-        return shared_build(flavor, ROOT / "out" / "test-image-base", cache=base_cache())
+        return shared_build(flavor, ROOT / "out" / "test-image-base")
     raise ValueError(f"unknown flavor {flavor!r}")
 
 
-def shared_build(flavor: str, out: pathlib.Path, cache: pathlib.Path) -> Built:
+def shared_build(flavor: str, out: pathlib.Path) -> Built:
     """FLAVOR built once per run into OUT, whichever pytest-xdist worker asks
     first (make test builds e2b-base on the second worker and boots it on
     the first): under a lock beside OUT, a build of this run (the same
-    PYTEST_XDIST_TESTRUNUID, recorded with its log) is taken as it is."""
+    PYTEST_XDIST_TESTRUNUID, recorded with its log) is taken as it is. The
+    cache is FLAVOR's (make's default: base_cache for e2b-base)."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
     record = out / "test-build.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -437,7 +438,7 @@ def shared_build(flavor: str, out: pathlib.Path, cache: pathlib.Path) -> Built:
             cp.seconds = done["seconds"]
             return Built(flavor, out / flavor, cp)
         shutil.rmtree(out, ignore_errors=True)
-        cp = make(flavor, out, "image", cache=cache)
+        cp = make(flavor, out, "image")
         out.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"run": run, "args": cp.args, "returncode": cp.returncode, "stdout": cp.stdout,
                                       "stderr": cp.stderr, "seconds": cp.seconds}))
