@@ -17,9 +17,18 @@
 #    user sees those installs, and nothing that starts as root runs from a
 #    place the user can write without sudo.
 set -eu
+# The root may hold a base image's tree (builder mode: hostile input): files
+# are written through sandbox/inroot.py, which resolves each path inside the
+# root, or from inside it (mkosi-chroot); its values reach the terminal
+# escaped (sandbox/termsafe.py).
+in_root() { PYTHONPATH="$SRCDIR" /usr/bin/python3 -m sandbox.inroot "$BUILDROOT" "$@"; }
+refuse() {
+    echo "user-installs: $1" | PYTHONPATH="$SRCDIR" /usr/bin/python3 -m sandbox.termsafe >&2
+    exit 1
+}
 user=user
 home=$(mkosi-chroot getent passwd "$user" | cut -d: -f6)
-[ -n "$home" ] || { echo "user-installs: no account '$user' in the image" >&2; exit 1; }
+[ -n "$home" ] || refuse "no account '$user' in the image"
 group=$(mkosi-chroot id -gn "$user")
 
 # pip's own test of the marker's place: sysconfig's stdlib directory.
@@ -27,12 +36,12 @@ marker=$(mkosi-chroot python3 -c 'import os, sysconfig; print(os.path.join(sysco
 mkosi-chroot rm -f "$marker"
 printf '%s\n' "# PEP 668's marker stays out of later installs too (os-image/user-installs.sh):" \
     "# pip installs as on E2B, without --break-system-packages." \
-    "path-exclude $marker" > "$BUILDROOT/etc/dpkg/dpkg.cfg.d/03-e2b-pip"
+    "path-exclude $marker" | in_root write etc/dpkg/dpkg.cfg.d/03-e2b-pip
 
 site=$(mkosi-chroot env -i HOME="$home" python3 -c 'import site; print(site.getusersitepackages())')
 case "$site" in
     "$home"/.local/*) ;;
-    *) echo "user-installs: the user's site-packages is $site, not under $home/.local" >&2; exit 1 ;;
+    *) refuse "the user's site-packages is $site, not under $home/.local" ;;
 esac
 for d in "$home/.local" "$home/.local/bin" "$home/.local/lib" "${site%/*}" "$site"; do
     mkosi-chroot install -d -o "$user" -g "$group" -m 0755 "$d"
@@ -40,6 +49,6 @@ done
 if mkosi-chroot test -x /usr/bin/npm; then
     printf '%s\n' "# npm install -g without sudo: into ~/.local (bin/ is on the login PATH)." \
         "# With sudo, npm's own prefix, /usr/local. (os-image/user-installs.sh)" \
-        "prefix=$home/.local" > "$BUILDROOT$home/.npmrc"
+        "prefix=$home/.local" | in_root write "${home#/}/.npmrc"
     mkosi-chroot chown "$user:$group" "$home/.npmrc"
 fi
