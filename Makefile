@@ -8,6 +8,7 @@
 #   make boot-test [flavor=]      boot out/<flavor>/rootfs.ext4 in QEMU and check it
 #   make clone-test               snapshot a warm e2b-base in QEMU, restore clones, check the clone step
 #   make publish registry=R tag=T push out/<flavor>/oci to R/<flavor>:T
+#   make cache-prune cache_registry=R/REPO [older_than_days=30]   evict the shared cache's old entries
 #   make templates registry=R     write out/templates/<flavor>.json, pinned by digest
 #   make ci-patch-check           apply e2b-ci's patches to the pinned archive, no mkosi
 #   make tools                    build the C tools into build/
@@ -31,6 +32,7 @@
 #   base=oci:PATH[:REF]|docker-archive:FILE   builder mode (template/README.md)
 #   step_cache=0|1 [1] step_cache_max_mb [4096] tenant=NAME template_path=DIR[:DIR...]
 #   trust_image_cache=0|1 [0]                     (E2B templates: template/README.md)
+#   cache_registry=REGISTRY/REPO cache_registry_push=0|1 [1]   the shared cache (regcache/README.md)
 # Toolchain variables keep make's usual names: CC CLANG CFLAGS PKG_CONFIG DESTDIR.
 # The upper-case names these knobs once had (BUILD, FUZZ_SECONDS, PYTEST_ARGS,
 # PACK, MKOSI_ARGS) are still accepted.
@@ -79,7 +81,7 @@ test: deps
 # stand-ins for mkosi and QEMU refuse, naming any test that reaches them.
 CHECK_TESTS := tests/test_c_units.py tests/test_fuzz_smoke.py tests/test_makefile.py tests/guard tests/mmds \
 	tests/relay tests/hostlink tests/sandbox tests/boot/test_checks.py tests/template/test_template_input.py \
-	tests/template/test_e2b_json.py tests/template/test_guard_loader.py
+	tests/template/test_e2b_json.py tests/template/test_guard_loader.py tests/regcache
 # Beside make check's modules, these need no image either; make test runs
 # them on the second worker too.
 NO_IMAGE_TESTS := tests/pin tests/ci/test_workflow.py tests/image_ci/test_ci_constraints.py

@@ -113,10 +113,15 @@ finish() {
 }
 trap finish EXIT
 rm -rf "$work"
+PYTHONPATH="$top" $py -m regcache check || exit 1
 # work/ keeps the image tree mkosi made (setuid programs a template may have
 # planted among them): the build host's other users have no way into it.
 mkdir -p -m 0700 "$work"
 mkdir -p "$extra" "$CACHE"
+# Where each step, artifact and envd came from (regcache/shared.py);
+# template.sh starts it for a template, whose steps come first.
+: "${CACHE_LEDGER:=$work/cache-ledger}"
+export CACHE_LEDGER
 
 # 0. Builder mode: the base image is found, inspected, unpacked and checked
 # (apt and dpkg, a Debian release we serve) before anything else; its
@@ -168,8 +173,8 @@ while read -r lock name dest mode; do
     lockfile=$RECIPES/$lock
     [ -f "$lockfile" ] || die "artifact $name: lock file $lockfile not found (recipes=$RECIPES)"
     mkdir -p "$extra$(dirname "$dest")"
-    if ! "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --output "$extra$dest" \
-            --mode "$mode" "${pinargs[@]}"; then
+    if ! PYTHONPATH="$top" $py -m regcache pinfetch -- "$TOOLS/pinfetch" --lock "$lockfile" --name "$name" \
+            --output "$extra$dest" --mode "$mode" "${pinargs[@]}"; then
         url=$("$TOOLS/pinfetch" --lock "$lockfile" --name "$name" --field url 2>/dev/null || echo '?')
         die "artifact $name ($url) could not be fetched; stopping before mkosi.
 image: supply it with pin_mirror=PREFIX (a copy of out/cache/pinfetch: PREFIX/sha256/<hex>, PREFIX/tree/<hex> for a tree pin),
@@ -379,6 +384,8 @@ if [ -n "${TEMPLATE_JSON:-}" ]; then
     fi
     rm -rf "$work/mkosi-out/e2b-step-cache"
 fi
+# Per build: how many steps, artifacts and envd builds came from where.
+PYTHONPATH="$top" $py -m regcache summary "$CACHE_LEDGER"
 
 # 6. Deterministic outputs (PACK=0: leave mkosi's output as it is; bench/image.sh
 # uses that to measure mkosi's own Format=oci as a peer).

@@ -57,15 +57,39 @@ install_from_cache() {
     install -m 0644 "$cached/build.json" "$info"
 }
 
-if [ -f "$cached/envd" ] && [ -f "$cached/build.json" ]; then
-    # The record names the bytes it describes: a changed binary is rebuilt.
+# The shared cache's commands (regcache/README.md), from this checkout.
+top=$(cd "$(dirname "$0")/.." && pwd)
+regcache() { PYTHONPATH="$top" "$PYTHON" -m regcache "$@"; }
+
+# A stored build is taken only as its record names the bytes it describes.
+cached_ok() {
+    [ -f "$cached/envd" ] && [ -f "$cached/build.json" ] || return 1
+    local want
     want=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["sha256"])' "$cached/build.json" 2>/dev/null || true)
-    if [ -n "$want" ] && [ "$(sha256sum < "$cached/envd" | cut -d' ' -f1)" = "$want" ]; then
-        say "envd $version from the cache ($cached: source $tree, $GO_TOOLCHAIN)"
+    [ -n "$want" ] && [ "$(sha256sum < "$cached/envd" | cut -d' ' -f1)" = "$want" ]
+}
+
+if cached_ok; then
+    say "envd $version from the cache ($cached: source $tree, $GO_TOOLCHAIN)"
+    install_from_cache
+    regcache got envd local
+    regcache envd-push "$key" "$cached"
+    exit 0
+fi
+if [ -e "$cached" ]; then
+    say "the cached envd in $cached does not match its record; building it again"
+    rm -rf "$cached"
+fi
+# Another build host's, through the shared cache's registry (make
+# cache_registry=); not for `make repro`, which compiles envd in each build.
+if [ "${OFFLINE:-0}" != 1 ] && [ "${CACHE_REGISTRY_ENVD:-1}" = 1 ] && regcache envd-pull "$key" "$cached"; then
+    if cached_ok; then
+        say "envd $version from the shared cache's registry (key $key), into $cached"
         install_from_cache
+        regcache got envd registry
         exit 0
     fi
-    say "the cached envd in $cached does not match its record; building it again"
+    say "the registry's envd $key does not match its own record; building it"
     rm -rf "$cached"
 fi
 
@@ -77,7 +101,7 @@ work=$(mktemp -d "$store/.build.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 # 1. The source tree, verified against the pin.
-if ! "$TOOLS/pinfetch" --lock "$lock" --name "$name" --output "$work/src" "${pinargs[@]}"; then
+if ! regcache pinfetch -- "$TOOLS/pinfetch" --lock "$lock" --name "$name" --output "$work/src" "${pinargs[@]}"; then
     die "envd's source [$name] ($url, tree_sha256 $tree) could not be had or did not verify; stopping before mkosi.
 envd-source: supply a copy of the tag's archive with pin_mirror=PREFIX (PREFIX/tree/<hex of the tree pin>; a \`git archive\` of commit $commit verifies),
 envd-source: offline=1 with a filled cache ($CACHE/pinfetch), or envd=release for the pinned release binary."
@@ -145,3 +169,5 @@ mv "$work/build.json" "$work/entry/build.json"
 mv -T "$work/entry" "$cached" 2>/dev/null || [ -f "$cached/envd" ] || die "cannot store the build in $cached"
 say "envd $version built: sha256 $(cut -d' ' -f1 < <(sha256sum "$cached/envd")), cached in $cached"
 install_from_cache
+regcache got envd built
+regcache envd-push "$key" "$cached"

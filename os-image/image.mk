@@ -43,6 +43,11 @@ base            ?=
 # reach, beyond the host's loopback and own addresses and 169.254.0.0/16
 # (sandbox/README.md), e.g. the build network's private range.
 sandbox_deny    ?=
+# The shared cache (regcache/README.md): E2B template step layers, pinned
+# artifacts and envd's source build, through REGISTRY/REPO; off when empty.
+# cache_registry_push=0: only read it (a runner of untrusted branches).
+cache_registry  ?=
+cache_registry_push ?= 1
 
 IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         MIRROR='$(mirror)' SECURITY_MIRROR='$(security_mirror)' \
@@ -52,7 +57,8 @@ IMAGE_ENV = FLAVOR='$(flavor)' RELEASE='$(release)' DISTRO='$(distro)' \
         ROOTFS_HEADROOM_MB='$(rootfs_headroom_mb)' INCREMENTAL='$(incremental)' \
         PYDEPS='$(pydeps)' PIP_INDEX='$(pip_index)' KERNELS='$(kernels)' \
         PACK='$(pack)' MKOSI_ARGS='$(mkosi_args)' PYTHON='$(python)' SOURCE_URL='$(source_url)' \
-        BASE='$(base)' CERT_DIR='$(cert_dir)' SANDBOX_DENY='$(sandbox_deny)'
+        BASE='$(base)' CERT_DIR='$(cert_dir)' SANDBOX_DENY='$(sandbox_deny)' \
+        CACHE_REGISTRY='$(cache_registry)' CACHE_REGISTRY_PUSH='$(cache_registry_push)'
 
 # A template directory (template/README.md): `make template=DIR` builds it on
 # its base flavor into out/<name>/ (template/template.sh).
@@ -75,7 +81,7 @@ TEMPLATE_ENV = TEMPLATE='$(abspath $(template))' OUTROOT='$(abspath $(out))' FLA
         STEP_CACHE_ON='$(step_cache)' STEP_CACHE_MAX_MB='$(step_cache_max_mb)' TENANT='$(tenant)' \
         TEMPLATE_PATH='$(template_path)' TRUST_IMAGE_CACHE='$(trust_image_cache)'
 
-.PHONY: image image-preflight repro guest-tools
+.PHONY: image image-preflight repro guest-tools cache-prune
 image: tools
 	$(if $(template),$(IMAGE_ENV) $(TEMPLATE_ENV) bash template/template.sh,$(IMAGE_ENV) OUT='$(abspath $(out))/$(flavor)' bash os-image/build.sh)
 
@@ -96,6 +102,14 @@ GUEST_TOOLS ?= envd-guard mmds-serve vsock-relay e2b-clone
 guest-tools: $(addprefix $(build)/,$(GUEST_TOOLS))
 	install -d -m 0755 $(DESTDIR)/usr/bin
 	$(if $^,install -m 0755 -s $^ $(DESTDIR)/usr/bin/)
+
+# The shared cache's eviction (regcache/README.md, "Eviction"): the entries
+# pushed more than older_than_days ago leave cache_registry; the registry's
+# garbage collection then frees their blobs. prune_args: --kind K --tenant T --dry-run.
+older_than_days ?= 30
+cache-prune:
+	CACHE_REGISTRY='$(cache_registry)' CERT_DIR='$(cert_dir)' PYTHONPATH='$(CURDIR)' \
+		$(python) -m regcache prune --older-than-days '$(older_than_days)' $(prune_args)
 
 # Flavor-specific helper targets (e.g. os-image/e2b-ci/e2b-ci.mk: ci-patch-check).
 include os-image/e2b-ci/e2b-ci.mk

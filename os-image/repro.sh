@@ -18,7 +18,10 @@ rm -rf "$base"
 [ -z "${REPRO_UNPINNED:-}" ] || echo "repro: note: $REPRO_UNPINNED" >&2
 for n in 1 2; do
     echo "repro: build $n of 2 -> $base/$n" >&2
-    OUT=$base/$n INCREMENTAL=0 ENVD_SOURCE_CACHE=$base/envd-source-$n bash "$here/build.sh"
+    # envd compiled in each: the shared cache's registry may give artifacts
+    # (each checked against its pin) but not envd (regcache/README.md).
+    OUT=$base/$n INCREMENTAL=0 ENVD_SOURCE_CACHE=$base/envd-source-$n CACHE_REGISTRY_ENVD=0 \
+        CACHE_LEDGER=$base/cache-ledger-$n bash "$here/build.sh"
 done
 "${PYTHON:?set by os-image/image.mk}" "$here/compare.py" "$base/1" "$base/2" && exit 0
 [ -z "${REPRO_UNPINNED:-}" ] || echo "repro: the builds differ; $REPRO_UNPINNED (the differing paths are above)" >&2

@@ -60,8 +60,12 @@ for d in "${tpath_in[@]}"; do
     [ -d "$d" ] || die "template_path=$(pymod sandbox.termsafe "$TEMPLATE_PATH"): $(pymod sandbox.termsafe "$d") is not a folder"
     tpath+=("$(cd "$d" && pwd)")
 done
+pymod regcache check || exit 1
 pulled=
 stage=$(mktemp -d "${TMPDIR:-/var/tmp}/e2b-template.XXXXXX")
+# The shared cache's ledger of this build (regcache/shared.py): the step
+# cache's stage starts it, build.sh prints its line.
+export CACHE_LEDGER=$stage/cache-ledger
 out=
 made_out=0
 finish() {

@@ -6,6 +6,7 @@ credentials. Stopped when the context ends, even when a test fails."""
 import base64
 import contextlib
 import json
+import os
 import pathlib
 import shutil
 import socket
@@ -51,7 +52,12 @@ def tls_registry(d: pathlib.Path, user: str, password: str):
     auth = d / "auth.json"
     auth.write_text(json.dumps({"auths": {addr: {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}}}))
     log = open(d / "registry.log", "wb")
-    proc = subprocess.Popen(["docker-registry", "serve", str(d / "config.yml")], stdout=log, stderr=log)
+    # The registry reads REGISTRY_* from its environment as configuration: a
+    # client's REGISTRY_AUTH_FILE must not reach it. Deletes on: the shared
+    # cache's pruning (regcache/prune.py) removes manifests.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_")}
+    proc = subprocess.Popen(["docker-registry", "serve", str(d / "config.yml")], stdout=log, stderr=log,
+                            env=dict(env, REGISTRY_STORAGE_DELETE_ENABLED="true"))
     try:
         for _ in range(100):
             with socket.socket() as s:
@@ -60,7 +66,7 @@ def tls_registry(d: pathlib.Path, user: str, password: str):
             if proc.poll() is not None:
                 pytest.fail(f"docker-registry exited: {(d / 'registry.log').read_text()}")
             time.sleep(0.1)
-        yield {"addr": addr, "certs": str(certs), "dir": d, "auth": str(auth)}
+        yield {"addr": addr, "certs": str(certs), "dir": d, "auth": str(auth), "proc": proc}
     finally:
         stop_process(proc)
         log.close()

@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 
+from regcache.shared import Shared
 from sandbox.termsafe import escape
 from template.e2b.layers import VERSION, content_digest, walk
 
@@ -71,13 +72,19 @@ def tree_digest(path: str) -> str:
     return content_digest(path, entries)
 
 
-def chain_keys(cfg: dict) -> list:
-    """[(key, forced)] for each step position, in order."""
+def chain_keys(cfg: dict, portable: bool = False) -> list:
+    """[(key, forced)] for each step position, in order. PORTABLE: the keys
+    of the shared cache's registry, scoped by the tenant and the template's
+    name instead of its folder, so that every build host has the same."""
     with open(cfg["steps"], encoding="utf-8") as f:
         t = json.load(f)
-    head = {"version": VERSION, "scope": cfg["scope"], "base": cfg["base_id"], "env": t.get("env", {})}
-    if cfg.get("tenant"):
-        head["tenant"] = cfg["tenant"]
+    if portable:
+        head = {"version": VERSION, "registry": 1, "tenant": cfg["tenant"],
+                "template": os.path.basename(cfg["scope"]), "base": cfg["base_id"], "env": t.get("env", {})}
+    else:
+        head = {"version": VERSION, "scope": cfg["scope"], "base": cfg["base_id"], "env": t.get("env", {})}
+        if cfg.get("tenant"):
+            head["tenant"] = cfg["tenant"]
     prev = hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()
     keys, forced = [], False
     for tpl in t["templates"]:
@@ -98,21 +105,51 @@ def link_or_copy(src: str, dest: str) -> None:
         shutil.copyfile(src, dest)
 
 
+def pull(shared: Shared, cfg: dict, pos: int) -> bool:
+    """Step POS's layer from the shared cache's registry into the local
+    cache, verified (regcache/entry.py); False when the registry has none
+    that verifies, or is not in this build's use."""
+    rkey = cfg["registry_keys"][pos - 1]
+
+    def place(tmp: str) -> None:
+        dest = os.path.join(cfg["cache"], cfg["keys"][pos - 1][0])
+        if os.path.lexists(dest):
+            shutil.rmtree(dest)   # an incomplete entry of before
+        os.rename(tmp, dest)
+    return shared.pull(f"step-{rkey}", "step", rkey, ["layer.tar", "meta.json"], cfg["cache"],
+                       int(cfg["max_mb"]) << 20, place,
+                       lambda e: f"template: step cache: step {pos}'s layer from the registry is refused: {e}; "
+                                 "the step runs")
+
+
 def stage(cfg: dict, out: str) -> int:
-    """Also sets cfg["keys"], for store."""
+    """Also sets cfg["keys"] (and, with the registry, "registry_keys") and
+    cfg["origins"], for store."""
     keys = cfg["keys"] = chain_keys(cfg)
+    shared = Shared()
+    if shared.ref:
+        cfg["registry_keys"] = [k for k, _ in chain_keys(cfg, portable=True)]
     os.makedirs(out, exist_ok=True)
-    found = 0
+    origins = cfg["origins"] = {}
     for pos, (key, forced) in enumerate(keys, 1):
-        entry = os.path.join(cfg["cache"], key)
-        if forced or not all(os.path.isfile(os.path.join(entry, n)) for n in ("layer.tar", "meta.json")):
+        entry_dir = os.path.join(cfg["cache"], key)
+        if forced:
             break
-        link_or_copy(os.path.join(entry, "layer.tar"), os.path.join(out, f"{pos:04d}.tar"))
-        link_or_copy(os.path.join(entry, "meta.json"), os.path.join(out, f"{pos:04d}.json"))
-        os.utime(entry)   # least recently used goes first
-        found += 1
+        have = all(os.path.isfile(os.path.join(entry_dir, n)) for n in ("layer.tar", "meta.json"))
+        if have:
+            origins[str(pos)] = "local"
+        elif pull(shared, cfg, pos):
+            origins[str(pos)] = "registry"
+        else:
+            break
+        link_or_copy(os.path.join(entry_dir, "layer.tar"), os.path.join(out, f"{pos:04d}.tar"))
+        link_or_copy(os.path.join(entry_dir, "meta.json"), os.path.join(out, f"{pos:04d}.json"))
+        os.utime(entry_dir)   # least recently used goes first
+    found = len(origins)
     why = " (force from there on)" if found < len(keys) and keys[found][1] else ""
-    print(f"template: step cache: {found} of {len(keys)} steps found{why}", file=sys.stderr)
+    pulled = sum(1 for o in origins.values() if o == "registry")
+    print(f"template: step cache: {found} of {len(keys)} steps found{why}"
+          f"{f' ({pulled} from the registry)' if pulled else ''}", file=sys.stderr)
     return 0
 
 
@@ -212,6 +249,7 @@ def store(cfg: dict, made: str, log: str) -> int:
     sums, stopped = vouched(log)
     os.makedirs(cfg["cache"], exist_ok=True)
     kept = refused = 0
+    made_pos, kept_pos = set(), set()
     made_fd = open_made(made)
     try:
         names = sorted(os.listdir(made_fd)) if made_fd is not None else []
@@ -220,6 +258,7 @@ def store(cfg: dict, made: str, log: str) -> int:
             if not m:
                 continue
             pos = int(m.group(1))
+            made_pos.add(pos)
             why = None
             if stopped is not None and pos >= stopped:
                 why = f"recording stopped at step {stopped}, and nothing from there on is kept"
@@ -230,16 +269,39 @@ def store(cfg: dict, made: str, log: str) -> int:
                     raise CacheError(why)
                 put(cfg["cache"], keys[pos - 1][0], made_fd, pos, sums[pos], int(cfg["max_mb"]) << 20)
                 kept += 1
+                kept_pos.add(pos)
             except (CacheError, OSError) as e:
                 print(escape(f"template: step cache: step {pos}'s layer is not kept: {e}"), file=sys.stderr)
                 refused += 1
     finally:
         if made_fd is not None:
             os.close(made_fd)
+    share(cfg, made_pos, kept_pos)
     total = prune(cfg["cache"], int(cfg["max_mb"]))
     print(f"template: step cache: {kept} layers kept, {refused} refused; {cfg['cache']} holds "
           f"{total / 2**20:.0f} MB (cap {cfg['max_mb']} MB)", file=sys.stderr)
     return 0
+
+
+def share(cfg: dict, made_pos: set, kept_pos: set) -> None:
+    """The ledger's line for each step, and the registry's share: each
+    layer this build kept (replacing what the registry had under its key,
+    which this build's base did not take), and each it had locally that the
+    registry lacks."""
+    shared = Shared()
+    origins = cfg.get("origins") or {}
+    for pos in range(1, len(cfg["keys"]) + 1):
+        shared.got("step", "run" if pos in made_pos else origins.get(str(pos), "run"))
+    if not cfg.get("registry_keys"):
+        return
+    for pos in range(1, len(cfg["keys"]) + 1):
+        if pos not in kept_pos and origins.get(str(pos)) != "local":
+            continue
+        d = os.path.join(cfg["cache"], cfg["keys"][pos - 1][0])
+        rkey = cfg["registry_keys"][pos - 1]
+        shared.push(f"step-{rkey}", "step", rkey,
+                   [("layer.tar", os.path.join(d, "layer.tar")), ("meta.json", os.path.join(d, "meta.json"))],
+                   cfg["tenant"], replace=pos in kept_pos)
 
 
 def main(argv: list) -> int:
@@ -265,6 +327,11 @@ def main(argv: list) -> int:
             if a.tenant is not None and not TENANT.fullmatch(a.tenant):
                 raise CacheError(f"tenant '{a.tenant}': not a tenant name (1 to 64 of A-Z a-z 0-9 . _ -, "
                                  "a letter or digit first)")
+            if os.environ.get("CACHE_REGISTRY") and os.environ.get("OFFLINE") != "1" and not a.tenant:
+                raise CacheError(f"cache_registry={os.environ['CACHE_REGISTRY']}: an E2B template's step layers "
+                                 "are shared per tenant, and no tenant= is set: set tenant=NAME (one name for "
+                                 "all of a team's builds, another for each tenant whose layers must stay "
+                                 "apart), or step_cache=0")
             cfg = {"steps": a.steps, "tree": a.tree, "scope": os.path.realpath(a.scope), "tenant": a.tenant,
                    "base_id": a.base_id, "cache": a.cache, "max_mb": a.max_mb}
             rc = stage(cfg, a.out)

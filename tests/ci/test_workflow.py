@@ -106,3 +106,19 @@ def test_detect_missing_target(tmp_path):
     goals = [g for gs, _ in make_invocations(bad) for g in gs]
     assert goals == ["no-such-target"] and "no-such-target" not in known
     assert {"boot-test", "publish", "templates", "repro", "deps"} <= known
+
+
+def test_the_matrix_shares_one_cache_read_only_for_pull_requests(wf):
+    """Issue 52: every job takes the shared cache's registry from the
+    repository's variable, a pull request's jobs only read it, step layers
+    are scoped by a tenant, and its credentials come from secrets."""
+    env = wf["jobs"]["image"]["env"]
+    assert env["cache_registry"] == "${{ vars.CACHE_REGISTRY }}"
+    assert env["cache_registry_push"] == "${{ github.event_name == 'pull_request' && '0' || '1' }}"
+    assert env["tenant"]
+    login = [s for s in steps(wf) if "skopeo login" in s.get("run", "")]
+    assert len(login) == 1 and all(re.fullmatch(r"\$\{\{\s*secrets\.[A-Z_]+\s*\}\}", v)
+                                   for v in login[0]["env"].values()), login
+    assert "--password-stdin" in login[0]["run"]
+    names = [s.get("name") for s in steps(wf)]
+    assert names.index("Shared cache credentials") < names.index("Reproducibility (two builds, identical digests)")

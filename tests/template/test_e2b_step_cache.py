@@ -167,30 +167,9 @@ def test_a_line_forged_after_recording_stopped_keeps_nothing(tmp_path):
     assert "template: step cache: 1 of 3 steps found" in again.stderr, again.stderr[-3000:]
 
 
-def nonce_build(folder: pathlib.Path, out: pathlib.Path, tenant: str) -> tuple:
-    cp = build(folder, out, f"tenant={tenant}")
-    return (out / folder.name / "work/mkosi-out/image/nonce").read_text(), cp.stderr
-
-
-@pytest.mark.build
-def test_a_tenant_keeps_its_own_layers(tmp_path):
-    """tenant=: the same folder, at the same path, built for tenant a, then
-    b, then a again: b's step runs (a new nonce), a's second build takes
-    its first build's layer (a's nonce); an odd tenant name is refused."""
-    d = tmp_path / "tenanted"
-    d.mkdir()
-    (d / "e2b.template.json").write_text(json.dumps({"fromTemplate": "e2b-rt", "steps": [
-        {"type": "RUN", "args": ["head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' > /nonce", "root"]}]}))
-    out = tmp_path / "out"
-    first, err = nonce_build(d, out, "a")
-    assert "template: step cache: 0 of 1 steps found" in err, err[-3000:]
-    other, err = nonce_build(d, out, "b")
-    assert other != first and "template: step cache: 0 of 1 steps found" in err, err[-3000:]
-    again, err = nonce_build(d, out, "a")
-    assert again == first and "template: step cache: 1 of 1 steps found" in err, err[-3000:]
-    cp = testimages.make("e2b-rt", tmp_path / "out-odd", "image", f"template={d}", "tenant=a/../b")
-    assert cp.returncode != 0 and "tenant=a/../b: not a tenant name" in cp.stderr, cp.stderr[-3000:]
-    assert "template: step cache" not in cp.stderr
+# tenant= in real builds (another tenant's build gets none of a tenant's
+# layers, locally or through the shared cache's registry; an odd name is
+# refused): tests/template/test_cache_registry.py.
 
 
 # The host half, without a build.
