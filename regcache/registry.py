@@ -78,7 +78,8 @@ def auth_files() -> list:
 
 
 def credentials(host: str, repo: str) -> tuple | None:
-    """(user, secret) for host/repo from the first auth file there is, or None."""
+    """(user, secret) for host/repo from the first auth file that has them
+    (containers' order), or None."""
     for path in auth_files():
         try:
             with open(path, encoding="utf-8") as f:
@@ -102,7 +103,6 @@ def credentials(host: str, repo: str) -> tuple | None:
         helper = (doc.get("credHelpers") or {}).get(host) or doc.get("credsStore")
         if helper:
             return helper_credentials(helper, host, path)
-        return None
     return None
 
 

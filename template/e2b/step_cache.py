@@ -109,6 +109,8 @@ def pull(shared: Shared, cfg: dict, pos: int) -> bool:
     """Step POS's layer from the shared cache's registry into the local
     cache, verified (regcache/entry.py); False when the registry has none
     that verifies, or is not in this build's use."""
+    if not cfg.get("registry_keys"):
+        return False
     rkey = cfg["registry_keys"][pos - 1]
 
     def place(tmp: str) -> None:

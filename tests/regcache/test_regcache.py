@@ -256,6 +256,21 @@ def test_step_layers_are_shared_per_tenant_across_hosts(reg, tmp_path):
     assert cp.returncode == 1 and "no tenant= is set: set tenant=NAME" in cp.stderr, cp.stderr
 
 
+def test_without_a_registry_the_step_cache_is_local_and_counted(tmp_path):
+    """No cache_registry: stage finds what store kept, and the ledger counts."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), CACHE_LEDGER=str(tmp_path / "ledger"))
+    env.pop("CACHE_REGISTRY", None)
+    a = staged_steps(tmp_path / "a")
+    cp = stage(a, tmp_path / "cache", env, None, "/t")
+    assert cp.returncode == 0 and "0 of 2 steps found" in cp.stderr, cp.stderr
+    cp = store(a, env)
+    assert cp.returncode == 0 and "2 layers kept, 0 refused" in cp.stderr, cp.stderr
+    b = staged_steps(tmp_path / "b")
+    cp = stage(b, tmp_path / "cache", env, None, "/t")
+    assert cp.returncode == 0 and "2 of 2 steps found" in cp.stderr and "registry" not in cp.stderr, cp.stderr
+    assert ledger_lines(tmp_path / "ledger") == ["got step run", "got step run"]
+
+
 def test_prune_removes_old_entries_by_kind(reg, tmp_path):
     c = client(reg)
     entry.push(c, "step-" + "a" * 64, "step", "a" * 64, two_files(tmp_path / "a", b"A"), "t1")
