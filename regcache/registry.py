@@ -149,6 +149,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def basic(creds: tuple) -> str:
+    return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+
+
 class NoRedirectForWrites(urllib.request.HTTPRedirectHandler):
     """Redirects are followed for reads (a registry may serve blobs from a
     store of its own), and never carry the registry's Authorization."""
@@ -224,7 +228,7 @@ class Registry:
             if not creds:
                 raise Unavailable("asks for credentials, and the auth file has none for it "
                                   f"({' or '.join(auth_files())}; `skopeo login {self.host}` writes one)")
-            self.auth = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+            self.auth = basic(creds)
             return
         if scheme.lower() != "bearer":
             raise Unavailable(f"asks for authentication of a kind this client does not speak ({scheme or 'none'})")
@@ -235,8 +239,7 @@ class Registry:
         query["scope"] = p.get("scope") or f"repository:{self.repo}:pull,push"
         req = urllib.request.Request(p["realm"] + "?" + urllib.parse.urlencode(query))
         if creds:
-            req.add_unredirected_header(
-                "Authorization", "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode())
+            req.add_unredirected_header("Authorization", basic(creds))
         try:
             with self.opener.open(req, timeout=TIMEOUT) as r:
                 tok = json.loads(r.read(1 << 20))

@@ -250,7 +250,7 @@ def store(cfg: dict, made: str, log: str) -> int:
     keys = cfg["keys"]
     sums, stopped = vouched(log)
     os.makedirs(cfg["cache"], exist_ok=True)
-    kept = refused = 0
+    refused = 0
     made_pos, kept_pos = set(), set()
     made_fd = open_made(made)
     try:
@@ -270,7 +270,6 @@ def store(cfg: dict, made: str, log: str) -> int:
                 if why:
                     raise CacheError(why)
                 put(cfg["cache"], keys[pos - 1][0], made_fd, pos, sums[pos], int(cfg["max_mb"]) << 20)
-                kept += 1
                 kept_pos.add(pos)
             except (CacheError, OSError) as e:
                 print(escape(f"template: step cache: step {pos}'s layer is not kept: {e}"), file=sys.stderr)
@@ -280,7 +279,7 @@ def store(cfg: dict, made: str, log: str) -> int:
             os.close(made_fd)
     share(cfg, made_pos, kept_pos)
     total = prune(cfg["cache"], int(cfg["max_mb"]))
-    print(f"template: step cache: {kept} layers kept, {refused} refused; {cfg['cache']} holds "
+    print(f"template: step cache: {len(kept_pos)} layers kept, {refused} refused; {cfg['cache']} holds "
           f"{total / 2**20:.0f} MB (cap {cfg['max_mb']} MB)", file=sys.stderr)
     return 0
 
